@@ -1,0 +1,38 @@
+#pragma once
+
+// FakeClock: a Clock whose time moves only when a test calls Advance()/SetTime(). Waiters blocked
+// in AwaitWithDeadline wake when their deadline is passed by Advance or their condition holds.
+
+#include <atomic>
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+
+namespace kruise::testing {
+
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000));
+
+  absl::Time Now() const override;
+  bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
+                         absl::Time deadline) override;
+
+  // Moves time forward and wakes waiters whose deadline has passed.
+  void Advance(absl::Duration d);
+  void SetTime(absl::Time t);
+
+  // Number of threads currently blocked in AwaitWithDeadline (lets a test wait until the code
+  // under test is parked on a timer before advancing).
+  int waiters() const;
+
+ private:
+  void WakeAll();
+
+  std::atomic<int64_t> now_ns_;
+  mutable absl::Mutex waiters_mu_;
+  std::multiset<absl::Mutex*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
+};
+
+}  // namespace kruise::testing
