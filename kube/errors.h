@@ -20,21 +20,33 @@
 // The message is "<Reason>: <server message>"; the reason (e.g. "Conflict", "Expired") is also set
 // as the status payload kReasonPayload so callers can tell AlreadyExists from Conflict precisely.
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace kruise::kube {
 
 inline constexpr char kReasonPayload[] = "k8s.io/reason";
+// Set when the server asked us to retry later (Status details.retryAfterSeconds or the
+// Retry-After header): the number of seconds as decimal text.
+inline constexpr char kRetryAfterPayload[] = "k8s.io/retry-after-seconds";
 
 // Builds a status from an HTTP code and the response body (a Kubernetes Status object or anything).
+// 2xx codes give OK. A non-JSON body becomes the message (truncated to 256 bytes). `http_code` <= 0
+// means "take the code from the Status object" (watch ERROR events embed a Status).
 absl::Status StatusFromHttp(long http_code, absl::string_view body);
+
+// The server's requested retry delay recorded on `s`, if any.
+std::optional<absl::Duration> RetryAfter(const absl::Status& s);
 
 // The Kubernetes reason recorded on `s` ("" if none).
 std::string Reason(const absl::Status& s);
 
+// Note: absl has IsNotFound/IsAlreadyExists too and ADL finds them, so an unqualified call with an
+// absl::Status argument is ambiguous: write kube::IsNotFound(s) (same meaning either way).
 inline bool IsNotFound(const absl::Status& s) { return s.code() == absl::StatusCode::kNotFound; }
 inline bool IsConflict(const absl::Status& s) { return s.code() == absl::StatusCode::kAborted; }
 inline bool IsAlreadyExists(const absl::Status& s) {
