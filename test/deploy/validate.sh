@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Validates deploy/: renders every kustomization with kubectl's built-in kustomize (kubectl 1.20,
+# the oldest we support), runs the structural checks of check_manifests.py on the output, and, when
+# a kube-local API server answers, proves the manifests against it:
+#   1. CRDs: server-side dry run, then applied for real (cluster-scoped, harmless) until Established;
+#   2. the two namespaces are created if missing (server-side dry runs of namespaced objects need
+#      them; they are left in place);
+#   3. every kustomization: `kubectl apply --dry-run=server`;
+#   4. deploy/samples (v1alpha1 and v1beta1 objects shaped like OpenKruise's docs) are accepted, and
+#      the schema defaults (ImagePullJob) are applied;
+#   5. test/deploy/invalid/*.yaml are each rejected by the API server itself (client validation off);
+#   6. a ContainerRecreateRequest written through v1beta1 (not the storage version) keeps its
+#      v1beta1 status fields, i.e. `conversion: None` is lossless (in a temporary namespace).
+#
+# Exit 0 when everything passed, or (with a SKIP message) when kubectl or the cluster is absent and
+# KRUISE_E2E_REQUIRED is not 1; non-zero on any failure.
+# Environment: KRUISE_KUBE_LOCAL_ENV (default ${KUBE_LOCAL_STATE:-/tmp/kube-local}/env), KUBECTL.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+DEPLOY=$ROOT/deploy
+PY=/usr/bin/python3
+
+failures=0
+pass() { echo "ok   $*"; }
+fail() {
+  echo "FAIL $*"
+  failures=$((failures + 1))
+}
+skip_or_fail() {
+  if [ "${KRUISE_E2E_REQUIRED:-0}" = 1 ]; then
+    echo "FAIL (KRUISE_E2E_REQUIRED=1): $*"
+    exit 1
+  fi
+  echo "SKIP: $*"
+  exit 0
+}
+finish() {
+  if [ "$failures" -gt 0 ]; then
+    echo "validate.sh: $failures failure(s)"
+    exit 1
+  fi
+  echo "validate.sh: all passed"
+  exit 0
+}
+
+ENV_FILE=${KRUISE_KUBE_LOCAL_ENV:-${KUBE_LOCAL_STATE:-/tmp/kube-local}/env}
+if [ -f "$ENV_FILE" ]; then
+  # shellcheck disable=SC1090
+  . "$ENV_FILE"
+fi
+KUBECTL=${KUBECTL:-${KUBE_LOCAL_KUBECTL:-}}
+if [ -z "$KUBECTL" ] || [ ! -x "$KUBECTL" ]; then
+  KUBECTL=$(command -v kubectl || ls /var/cache/kube-local/bin/*/kubectl 2>/dev/null | head -1)
+fi
+[ -n "$KUBECTL" ] && [ -x "$KUBECTL" ] || skip_or_fail "no kubectl (kube-local not built yet)"
+[ -x "$PY" ] && "$PY" -c 'import yaml' 2>/dev/null || skip_or_fail "$PY with python3-yaml is required"
+k() { timeout 60 "$KUBECTL" "$@"; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/deploy-validate.XXXXXX")
+TEST_NS=""
+cleanup() {
+  if [ -n "$TEST_NS" ]; then k delete namespace "$TEST_NS" --wait=false >/dev/null 2>&1; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- offline: render and check ------------------------------------------------------------------
+mapfile -t KUSTOMIZATIONS < <(cd "$DEPLOY" && find . -name kustomization.yaml -printf '%h\n' |
+  sed 's|^\./||' | sort)
+mkdir -p "$WORK/render"
+for dir in "${KUSTOMIZATIONS[@]}"; do
+  out="$WORK/render/${dir//\//__}.yaml"
+  if k kustomize "$DEPLOY/$dir" >"$out" 2>"$WORK/err" && [ -s "$out" ]; then
+    pass "render $dir ($(grep -c '^kind:' "$out") objects)"
+  else
+    fail "render $dir: $(head -c 400 "$WORK/err")"
+  fi
+done
+if "$PY" "$HERE/check_manifests.py" "$WORK/render" >"$WORK/checks" 2>&1; then
+  pass "$(tail -1 "$WORK/checks")"
+else
+  fail "structural checks:"
+  sed 's/^/     /' "$WORK/checks"
+fi
+
+# --- against a real API server ------------------------------------------------------------------
+if [ -z "${KUBECONFIG:-}" ] || ! k get --raw=/healthz >/dev/null 2>&1; then
+  if [ "$failures" -gt 0 ]; then finish; fi
+  skip_or_fail "offline checks passed; no kube-local API server (env file $ENV_FILE) for the server-side checks"
+fi
+
+CRDS=(nodeimages.apps.kruise.io imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io)
+if k apply --dry-run=server -k "$DEPLOY/crds" >"$WORK/out" 2>&1; then
+  pass "CRDs: server-side dry run"
+else
+  fail "CRDs: server-side dry run: $(cat "$WORK/out")"
+fi
+if k apply -k "$DEPLOY/crds" >"$WORK/out" 2>&1 &&
+  k wait --for condition=established --timeout=60s "${CRDS[@]/#/crd/}" >>"$WORK/out" 2>&1; then
+  pass "CRDs: applied and Established"
+else
+  fail "CRDs: apply: $(cat "$WORK/out")"
+  finish
+fi
+for crd in "${CRDS[@]}"; do
+  # The API server's view: both versions carry the same schema (what makes conversion None lossless).
+  a=$(k get crd "$crd" -o jsonpath='{.spec.versions[0].schema}')
+  b=$(k get crd "$crd" -o jsonpath='{.spec.versions[1].schema}')
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "$crd: versions share one schema"; else fail "$crd: schemas differ"; fi
+done
+
+if k apply -k "$DEPLOY/namespaces" >"$WORK/out" 2>&1; then
+  pass "namespaces present"
+else
+  fail "namespaces: $(cat "$WORK/out")"
+fi
+minor=$(k version -o json 2>/dev/null | "$PY" -c 'import json,sys; print(int("".join(c for c in json.load(sys.stdin)["serverVersion"]["minor"] if c.isdigit())))' 2>/dev/null || echo 0)
+for dir in "${KUSTOMIZATIONS[@]}"; do
+  [ "$dir" = samples ] && continue
+  if [ "$dir" = manager/overlays/match-label-keys ] && [ "$minor" -lt 27 ]; then
+    # Documented: this overlay is for Kubernetes >= 1.27; older kubectl must refuse the field.
+    if ! k apply --dry-run=server -k "$DEPLOY/$dir" >"$WORK/out" 2>&1 &&
+      grep -q 'unknown field "matchLabelKeys"' "$WORK/out"; then
+      pass "server-side dry run: $dir refused on 1.$minor as documented"
+    else
+      fail "$dir: expected kubectl 1.$minor to refuse matchLabelKeys: $(tail -c 600 "$WORK/out")"
+    fi
+    continue
+  fi
+  if k apply --dry-run=server -k "$DEPLOY/$dir" >"$WORK/out" 2>&1; then
+    pass "server-side dry run: $dir"
+  else
+    fail "server-side dry run: $dir: $(head -c 1500 "$WORK/out")"
+  fi
+done
+
+if k apply --dry-run=server -n default -k "$DEPLOY/samples" >"$WORK/out" 2>&1; then
+  pass "samples accepted ($(grep -c 'server dry run' "$WORK/out") objects)"
+else
+  fail "samples: $(cat "$WORK/out")"
+fi
+defaults=$(k create --dry-run=server -n default -f "$DEPLOY/samples/imagepulljob-podselector.yaml" \
+  -o jsonpath='{.spec.completionPolicy.type} {.spec.pullPolicy.timeoutSeconds} {.spec.pullPolicy.backoffLimit} {.spec.parallelism} {.spec.imagePullPolicy}' 2>&1)
+if [ "$defaults" = "Always 600 3 1 IfNotPresent" ]; then
+  pass "ImagePullJob schema defaults applied"
+else
+  fail "ImagePullJob defaults: got '$defaults'"
+fi
+
+for f in "$HERE"/invalid/*.yaml; do
+  if k apply --dry-run=server --validate=false -n default -f "$f" >"$WORK/out" 2>&1; then
+    fail "accepted an invalid object: $(basename "$f")"
+  elif grep -q "is invalid" "$WORK/out"; then
+    pass "rejected $(basename "$f")"
+  else
+    fail "$(basename "$f") failed for another reason: $(cat "$WORK/out")"
+  fi
+done
+
+# Lossless round trip through the non-storage version (CRR: v1alpha1 stored, v1beta1 served).
+TEST_NS=deploy-validate-$$
+if k create namespace "$TEST_NS" >/dev/null 2>&1 &&
+  k apply -n "$TEST_NS" -f - >/dev/null 2>"$WORK/err" <<'EOF'
+apiVersion: apps.kruise.io/v1beta1
+kind: ContainerRecreateRequest
+metadata:
+  name: round-trip
+spec:
+  podName: web-0
+  containers:
+  - name: app
+EOF
+then
+  path=/apis/apps.kruise.io/v1beta1/namespaces/$TEST_NS/containerrecreaterequests/round-trip
+  k get --raw "$path" |
+    "$PY" -c 'import json,sys; o=json.load(sys.stdin); o["status"]={"phase":"Recreating","containerStatusSnapshot":[{"name":"app","ready":True,"restartCount":2}]}; print(json.dumps(o))' \
+      >"$WORK/crr.json"
+  k replace --raw "$path/status" -f "$WORK/crr.json" >/dev/null 2>"$WORK/err"
+  got=$(k get --raw "$path" | "$PY" -c 'import json,sys; s=json.load(sys.stdin).get("status",{}); print(s.get("phase"), s.get("containerStatusSnapshot"))')
+  if [ "$got" = "Recreating [{'name': 'app', 'ready': True, 'restartCount': 2}]" ]; then
+    pass "CRR v1beta1 status survives storage in v1alpha1"
+  else
+    fail "CRR round trip: got '$got' $(cat "$WORK/err")"
+  fi
+else
+  fail "CRR round trip setup: $(cat "$WORK/err")"
+fi
+
+finish
