@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "cri/discovery.h"
 #include "daemon/daemon.h"
+#include "daemon/pull_command.h"
 
 namespace {
 
@@ -65,6 +66,18 @@ int main(int argc, char** argv) {
   bool logtostderr = true;
   app.add_flag("--logtostderr", logtostderr, "Accepted for compatibility (always stderr)");
   auto* check = app.add_subcommand("check", "Find the CRI runtime and print what answered");
+  kruise::daemon::PullCommandOptions pull;
+  auto* pull_cmd = app.add_subcommand(
+      "pull", "Pre-pull the images of ImagePullJob/NodeImage YAML or references, no cluster needed");
+  pull_cmd->add_option("-f,--filename", pull.files, "YAML file(s); - for stdin");
+  pull_cmd->add_option("images", pull.images, "Image references");
+  pull_cmd->add_option("--docker-config", pull.docker_config,
+                       "Docker config JSON with registry credentials");
+  pull_cmd->add_option("--max-workers", pull.max_workers, "Pulls at once")->capture_default_str();
+  pull_cmd->add_option("--timeout-seconds", pull.timeout_seconds, "Per attempt")
+      ->capture_default_str();
+  pull_cmd->add_option("--backoff-limit", pull.backoff_limit, "Retries")->capture_default_str();
+  pull_cmd->add_flag("--always", pull.always, "Pull even when the runtime has the image");
   CLI11_PARSE(app, argc, argv);
 
   auto format = kruise::ParseLogFormat(log_format);
@@ -74,6 +87,11 @@ int main(int argc, char** argv) {
   }
   kruise::InitLogging({.format = *format, .level = kruise::LevelFromVerbosity(verbosity)});
 
+  if (pull_cmd->parsed()) {
+    pull.host_run_dir = o.host_run_dir == "/hostvarrun" ? "/var/run" : o.host_run_dir;
+    pull.socket_file = o.socket_file;
+    return kruise::daemon::RunPullCommand(pull);
+  }
   if (check->parsed()) {
     kruise::cri::DiscoveryOptions d;
     d.host_run_dir = o.host_run_dir;
