@@ -1,0 +1,193 @@
+#include "manager/webhook/admission.h"
+
+#include <exception>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace kruise::manager::webhook {
+namespace {
+
+constexpr char kV1[] = "admission.k8s.io/v1";
+constexpr char kV1beta1[] = "admission.k8s.io/v1beta1";
+
+// Reads an optional string field; a present non-string value is an error.
+bool GetString(const Json& obj, const char* key, std::string* out, std::string* err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    *err = absl::StrCat("request.", key, " must be a string");
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+bool GetObject(const Json& obj, const char* key, const Json** out, std::string* err) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    *out = nullptr;
+    return true;
+  }
+  if (!it->is_object()) {
+    *err = absl::StrCat("request.", key, " must be an object");
+    return false;
+  }
+  *out = &*it;
+  return true;
+}
+
+std::string Str(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+AdmissionResponse Allowed(std::string message) {
+  AdmissionResponse r;
+  r.allowed = true;
+  if (!message.empty()) {
+    r.result.code = 200;
+    r.result.message = std::move(message);
+  }
+  return r;
+}
+
+AdmissionResponse Denied(int code, std::string message, std::string reason) {
+  AdmissionResponse r;
+  r.allowed = false;
+  r.result.code = code;
+  r.result.message = std::move(message);
+  r.result.reason = std::move(reason);
+  return r;
+}
+
+AdmissionResponse PatchOpsResponse(const Json& ops) {
+  AdmissionResponse r = Allowed();
+  if (ops.is_array() && !ops.empty()) r.patch = ops.dump();
+  return r;
+}
+
+AdmissionResponse PatchResponse(const Json& original, const Json& mutated) {
+  return PatchOpsResponse(Json::diff(original, mutated));
+}
+
+absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
+  Json review = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (review.is_discarded()) {
+    return absl::InvalidArgumentError("request body is not valid JSON");
+  }
+  return DecodeAdmissionReviewJson(std::move(review));
+}
+
+absl::StatusOr<AdmissionRequest> DecodeAdmissionReviewJson(Json review) {
+  if (!review.is_object()) return absl::InvalidArgumentError("AdmissionReview must be an object");
+  AdmissionRequest req;
+  req.api_version = Str(review, "apiVersion");
+  if (req.api_version != kV1 && req.api_version != kV1beta1) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported AdmissionReview apiVersion \"",
+                                                   req.api_version, "\" (want ", kV1, " or ",
+                                                   kV1beta1, ")"));
+  }
+  if (Str(review, "kind") != "AdmissionReview") {
+    return absl::InvalidArgumentError("kind must be AdmissionReview");
+  }
+  auto rit = review.find("request");
+  if (rit == review.end() || !rit->is_object()) {
+    return absl::InvalidArgumentError("AdmissionReview has no request");
+  }
+  Json& r = *rit;
+  std::string err;
+  const Json* kind = nullptr;
+  const Json* resource = nullptr;
+  const Json* user = nullptr;
+  if (!GetString(r, "uid", &req.uid, &err) ||
+      !GetString(r, "subResource", &req.sub_resource, &err) ||
+      !GetString(r, "namespace", &req.namespace_, &err) || !GetString(r, "name", &req.name, &err) ||
+      !GetString(r, "operation", &req.operation, &err) || !GetObject(r, "kind", &kind, &err) ||
+      !GetObject(r, "resource", &resource, &err) || !GetObject(r, "userInfo", &user, &err)) {
+    return absl::InvalidArgumentError(err);
+  }
+  if (req.uid.empty()) return absl::InvalidArgumentError("request.uid is required");
+  if (kind != nullptr) {
+    req.kind = {Str(*kind, "group"), Str(*kind, "version"), Str(*kind, "kind")};
+  }
+  if (resource != nullptr) {
+    req.resource = {Str(*resource, "group"), Str(*resource, "version"), Str(*resource, "resource")};
+  }
+  if (user != nullptr) {
+    req.user_info.username = Str(*user, "username");
+    req.user_info.uid = Str(*user, "uid");
+    if (auto g = user->find("groups"); g != user->end() && g->is_array()) {
+      for (const Json& v : *g) {
+        if (v.is_string()) req.user_info.groups.push_back(v.get<std::string>());
+      }
+    }
+    if (auto e = user->find("extra"); e != user->end() && e->is_object()) req.user_info.extra = *e;
+  }
+  if (auto d = r.find("dryRun"); d != r.end() && !d->is_null()) {
+    if (!d->is_boolean()) return absl::InvalidArgumentError("request.dryRun must be a boolean");
+    req.dry_run = d->get<bool>();
+  }
+  if (auto o = r.find("object"); o != r.end()) req.object = std::move(*o);
+  if (auto o = r.find("oldObject"); o != r.end()) req.old_object = std::move(*o);
+  return req;
+}
+
+Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response) {
+  Json resp = {{"uid", request.uid}, {"allowed", response.allowed}};
+  if (response.result.code != 0 || !response.result.message.empty() ||
+      !response.result.reason.empty()) {
+    Json status = Json::object();
+    if (response.result.code != 0) status["code"] = response.result.code;
+    if (!response.result.message.empty()) status["message"] = response.result.message;
+    if (!response.result.reason.empty()) status["reason"] = response.result.reason;
+    if (!response.allowed) status["status"] = "Failure";
+    resp["status"] = std::move(status);
+  }
+  if (response.patch.has_value()) {
+    resp["patch"] = absl::Base64Escape(*response.patch);
+    resp["patchType"] = "JSONPatch";
+  }
+  if (!response.warnings.empty()) resp["warnings"] = response.warnings;
+  return Json{{"apiVersion", request.api_version},
+              {"kind", "AdmissionReview"},
+              {"response", std::move(resp)}};
+}
+
+HttpReply ServeAdmission(Handler& handler, absl::string_view body) {
+  absl::StatusOr<AdmissionRequest> req = DecodeAdmissionReview(body);
+  if (!req.ok()) {
+    return {400, absl::StrCat("bad AdmissionReview: ", req.status().message(), "\n"), "text/plain"};
+  }
+  AdmissionResponse resp;
+  try {
+    resp = handler.Handle(*req);
+  } catch (const std::exception& e) {
+    Logger("webhook")->error("admission handler failed for {}: {}", req->uid, e.what());
+    resp = Denied(500, absl::StrCat("internal error: ", e.what()), "InternalError");
+  }
+  return {200, EncodeAdmissionReview(*req, resp).dump()};
+}
+
+bool HandlerRegistry::Register(const std::string& path, std::shared_ptr<Handler> handler,
+                               const std::function<bool()>& enabled) {
+  if (enabled && !enabled()) return false;
+  handlers_[path] = std::move(handler);
+  return true;
+}
+
+Handler* HandlerRegistry::Find(absl::string_view path) const {
+  auto it = handlers_.find(path);
+  return it == handlers_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> HandlerRegistry::Paths() const {
+  std::vector<std::string> out;
+  for (const auto& [p, h] : handlers_) out.push_back(p);
+  return out;
+}
+
+}  // namespace kruise::manager::webhook

@@ -1,0 +1,127 @@
+#pragma once
+
+// Admission framework: AdmissionReview (admission.k8s.io/v1 and v1beta1) decoding, the Handler
+// interface, response helpers (Allowed/Denied/PatchResponse) and a path -> handler registry.
+//
+//   HandlerRegistry registry;
+//   registry.Register("/mutate-pod", std::make_shared<PodMutator>(), [&] { return gates.PodWebhook;
+//   }); auto [code, body] = ServeAdmission(*registry.Find("/mutate-pod"), request_body);
+//
+// Thread-safety: ServeAdmission and the helpers are thread-safe; handlers must be too (they are
+// called concurrently from server threads). The registry is filled before serving, then read-only.
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace kruise::manager::webhook {
+
+using Json = nlohmann::json;
+
+struct GroupVersionKind {
+  std::string group, version, kind;
+};
+struct GroupVersionResource {
+  std::string group, version, resource;
+};
+
+struct UserInfo {
+  std::string username;
+  std::string uid;
+  std::vector<std::string> groups;
+  Json extra = Json::object();
+};
+
+struct AdmissionRequest {
+  std::string api_version;  // "admission.k8s.io/v1" or "admission.k8s.io/v1beta1"
+  std::string uid;
+  GroupVersionKind kind;
+  GroupVersionResource resource;
+  std::string sub_resource;
+  std::string namespace_;
+  std::string name;
+  std::string operation;  // CREATE | UPDATE | DELETE | CONNECT
+  UserInfo user_info;
+  Json object;      // null when absent (DELETE)
+  Json old_object;  // null when absent (CREATE)
+  bool dry_run = false;
+};
+
+struct Result {
+  int code = 0;  // HTTP-style code; 0 = unset
+  std::string message;
+  std::string reason;
+};
+
+struct AdmissionResponse {
+  bool allowed = true;
+  Result result;
+  std::optional<std::string> patch;  // raw JSON Patch document (a JSON array), not yet base64
+  std::vector<std::string> warnings;
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Must not throw; any exception is turned into a denial with code 500 by ServeAdmission.
+  virtual AdmissionResponse Handle(const AdmissionRequest& request) = 0;
+};
+
+// A handler from a function.
+class FuncHandler final : public Handler {
+ public:
+  explicit FuncHandler(std::function<AdmissionResponse(const AdmissionRequest&)> fn)
+      : fn_(std::move(fn)) {}
+  AdmissionResponse Handle(const AdmissionRequest& request) override { return fn_(request); }
+
+ private:
+  std::function<AdmissionResponse(const AdmissionRequest&)> fn_;
+};
+
+AdmissionResponse Allowed(std::string message = "");
+AdmissionResponse Denied(int code, std::string message, std::string reason = "");
+// Allowed, with the JSON Patch that turns `original` into `mutated` (no patch when equal).
+AdmissionResponse PatchResponse(const Json& original, const Json& mutated);
+// Allowed, with an explicit list of JSON Patch operations (an array; none when empty).
+AdmissionResponse PatchOpsResponse(const Json& ops);
+
+// Decodes an AdmissionReview body. Moves `object`/`oldObject` out of the parsed document.
+// Errors: kInvalidArgument with a message fit for a 400 response.
+absl::StatusOr<AdmissionRequest> DecodeAdmissionReviewJson(Json review);
+absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body);
+
+// The AdmissionReview answering `request` (same apiVersion, uid echoed, patch base64-encoded with
+// patchType JSONPatch).
+Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response);
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+// Decodes `body`, runs `handler`, encodes the answer. A malformed review gives 400 (text/plain
+// message); a handler exception gives a denial (code 500) in a well-formed review.
+HttpReply ServeAdmission(Handler& handler, absl::string_view body);
+
+class HandlerRegistry {
+ public:
+  // Registers `handler` at `path` when `enabled` (a feature-gate predicate, evaluated now) holds.
+  // Returns whether it was registered. Re-registering a path replaces the handler.
+  bool Register(const std::string& path, std::shared_ptr<Handler> handler,
+                const std::function<bool()>& enabled = nullptr);
+  Handler* Find(absl::string_view path) const;
+  bool Has(absl::string_view path) const { return Find(path) != nullptr; }
+  std::vector<std::string> Paths() const;
+
+ private:
+  std::map<std::string, std::shared_ptr<Handler>, std::less<>> handlers_;
+};
+
+}  // namespace kruise::manager::webhook

@@ -1,0 +1,199 @@
+#include "manager/webhook/admission.h"
+
+#include <stdexcept>
+
+#include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "manager/webhook/pod_handlers.h"
+
+namespace kruise::manager::webhook {
+namespace {
+
+using ::testing::HasSubstr;
+
+Json Review(const std::string& api_version, Json object, Json old_object = nullptr) {
+  Json r = {{"apiVersion", api_version},
+            {"kind", "AdmissionReview"},
+            {"request",
+             {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+              {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+              {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+              {"subResource", "status"},
+              {"namespace", "load"},
+              {"name", "p1"},
+              {"operation", "UPDATE"},
+              {"userInfo",
+               {{"username", "alice"},
+                {"uid", "u1"},
+                {"groups", {"g1", "g2"}},
+                {"extra", {{"k", {"v"}}}}}},
+              {"dryRun", true}}}};
+  if (!object.is_null()) r["request"]["object"] = std::move(object);
+  if (!old_object.is_null()) r["request"]["oldObject"] = std::move(old_object);
+  return r;
+}
+
+Json Pod(bool with_labels) {
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "p1"}, {"namespace", "load"}}},
+              {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}}};
+  if (with_labels) pod["metadata"]["labels"] = {{"app", "x"}};
+  return pod;
+}
+
+TEST(AdmissionDecodeTest, DecodesEveryFieldV1AndV1beta1) {
+  for (const std::string v : {"admission.k8s.io/v1", "admission.k8s.io/v1beta1"}) {
+    auto req = DecodeAdmissionReview(Review(v, Pod(true), Pod(false)).dump());
+    ASSERT_TRUE(req.ok()) << req.status();
+    EXPECT_EQ(req->api_version, v);
+    EXPECT_EQ(req->uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+    EXPECT_EQ(req->kind.kind, "Pod");
+    EXPECT_EQ(req->kind.version, "v1");
+    EXPECT_EQ(req->resource.resource, "pods");
+    EXPECT_EQ(req->sub_resource, "status");
+    EXPECT_EQ(req->namespace_, "load");
+    EXPECT_EQ(req->name, "p1");
+    EXPECT_EQ(req->operation, "UPDATE");
+    EXPECT_EQ(req->user_info.username, "alice");
+    EXPECT_EQ(req->user_info.uid, "u1");
+    EXPECT_THAT(req->user_info.groups, ::testing::ElementsAre("g1", "g2"));
+    EXPECT_EQ(req->user_info.extra["k"][0], "v");
+    EXPECT_TRUE(req->dry_run);
+    EXPECT_EQ(req->object, Pod(true));
+    EXPECT_EQ(req->old_object, Pod(false));
+  }
+}
+
+TEST(AdmissionDecodeTest, RejectsMalformedReviewsWithClearMessages) {
+  struct Case {
+    std::string body;
+    std::string want;
+  } cases[] = {
+      {"{not json", "not valid JSON"},
+      {"[]", "must be an object"},
+      {R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"a"}})",
+       "unsupported AdmissionReview apiVersion"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"a"}})",
+       "kind must be AdmissionReview"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", "has no request"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}})",
+       "uid is required"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}})",
+       "request.uid must be a string"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a","kind":3}})",
+       "request.kind must be an object"},
+      {R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a","dryRun":"yes"}})",
+       "dryRun must be a boolean"},
+  };
+  for (const Case& c : cases) {
+    auto req = DecodeAdmissionReview(c.body);
+    ASSERT_FALSE(req.ok()) << c.body;
+    EXPECT_EQ(req.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(req.status().message()), HasSubstr(c.want)) << c.body;
+  }
+}
+
+TEST(AdmissionEncodeTest, EchoesVersionUidAndStatus) {
+  AdmissionRequest req;
+  req.api_version = "admission.k8s.io/v1beta1";
+  req.uid = "u-1";
+  AdmissionResponse denied = Denied(403, "no way", "Forbidden");
+  denied.warnings = {"careful"};
+  Json out = EncodeAdmissionReview(req, denied);
+  EXPECT_EQ(out["apiVersion"], "admission.k8s.io/v1beta1");
+  EXPECT_EQ(out["kind"], "AdmissionReview");
+  EXPECT_EQ(out["response"]["uid"], "u-1");
+  EXPECT_EQ(out["response"]["allowed"], false);
+  EXPECT_EQ(out["response"]["status"]["code"], 403);
+  EXPECT_EQ(out["response"]["status"]["message"], "no way");
+  EXPECT_EQ(out["response"]["status"]["reason"], "Forbidden");
+  EXPECT_EQ(out["response"]["warnings"][0], "careful");
+  EXPECT_FALSE(out["response"].contains("patch"));
+  Json allowed = EncodeAdmissionReview(req, Allowed());
+  EXPECT_EQ(allowed["response"]["allowed"], true);
+  EXPECT_FALSE(allowed["response"].contains("status"));
+}
+
+TEST(AdmissionPatchTest, PatchResponseIsBase64JsonPatchThatReproducesTheMutation) {
+  Json original = Pod(true);
+  Json mutated = original;
+  mutated["metadata"]["labels"]["injected"] = "true";
+  mutated["spec"]["containers"].push_back({{"name", "side"}, {"image", "s:v1"}});
+  mutated["metadata"].erase("namespace");
+  AdmissionRequest req;
+  req.api_version = "admission.k8s.io/v1";
+  req.uid = "u";
+  Json out = EncodeAdmissionReview(req, PatchResponse(original, mutated));
+  EXPECT_EQ(out["response"]["patchType"], "JSONPatch");
+  std::string raw;
+  ASSERT_TRUE(absl::Base64Unescape(out["response"]["patch"].get<std::string>(), &raw));
+  Json patch = Json::parse(raw);
+  ASSERT_TRUE(patch.is_array());
+  EXPECT_EQ(original.patch(patch), mutated);
+  // No change, no patch.
+  EXPECT_FALSE(PatchResponse(original, original).patch.has_value());
+}
+
+class Throwing final : public Handler {
+ public:
+  AdmissionResponse Handle(const AdmissionRequest&) override { throw std::runtime_error("boom"); }
+};
+
+TEST(ServeAdmissionTest, MalformedIs400AndHandlerExceptionIsDenial) {
+  PodAllowValidator allow;
+  HttpReply bad = ServeAdmission(allow, "{\"apiVersion\":1}");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.content_type, "text/plain");
+  EXPECT_THAT(bad.body, HasSubstr("bad AdmissionReview"));
+
+  Throwing throwing;
+  HttpReply r = ServeAdmission(throwing, Review("admission.k8s.io/v1", Pod(true)).dump());
+  EXPECT_EQ(r.status, 200);
+  Json out = Json::parse(r.body);
+  EXPECT_EQ(out["response"]["allowed"], false);
+  EXPECT_EQ(out["response"]["status"]["code"], 500);
+  EXPECT_THAT(out["response"]["status"]["message"].get<std::string>(), HasSubstr("boom"));
+}
+
+TEST(PodSidecarMutatorTest, AddsSidecarAndLabelWithOrWithoutLabels) {
+  PodSidecarMutator mutator;
+  for (bool labels : {true, false}) {
+    Json pod = Pod(labels);
+    HttpReply r = ServeAdmission(mutator, Review("admission.k8s.io/v1", pod).dump());
+    ASSERT_EQ(r.status, 200);
+    Json out = Json::parse(r.body);
+    ASSERT_EQ(out["response"]["allowed"], true);
+    std::string raw;
+    ASSERT_TRUE(absl::Base64Unescape(out["response"]["patch"].get<std::string>(), &raw));
+    Json patched = pod.patch(Json::parse(raw));
+    EXPECT_EQ(patched["metadata"]["labels"]["injected"], "true");
+    if (labels) {
+      EXPECT_EQ(patched["metadata"]["labels"]["app"], "x");
+    }
+    ASSERT_EQ(patched["spec"]["containers"].size(), 2u);
+    EXPECT_EQ(patched["spec"]["containers"][1]["name"], "injected-sidecar");
+    EXPECT_EQ(patched["spec"]["containers"][1]["image"], "sidecar:v1");
+  }
+  // A well-formed envelope with a bad object: denial, not a crash.
+  HttpReply r = ServeAdmission(mutator, Review("admission.k8s.io/v1", Json("str")).dump());
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body)["response"]["allowed"], false);
+}
+
+TEST(HandlerRegistryTest, RegistersOnlyWhenGateIsOn) {
+  HandlerRegistry reg;
+  EXPECT_TRUE(reg.Register("/mutate-pod", std::make_shared<PodSidecarMutator>()));
+  EXPECT_FALSE(
+      reg.Register("/validate-pod", std::make_shared<PodAllowValidator>(), [] { return false; }));
+  EXPECT_TRUE(
+      reg.Register("/validate-x", std::make_shared<PodAllowValidator>(), [] { return true; }));
+  EXPECT_TRUE(reg.Has("/mutate-pod"));
+  EXPECT_FALSE(reg.Has("/validate-pod"));
+  EXPECT_EQ(reg.Find("/nope"), nullptr);
+  EXPECT_THAT(reg.Paths(), ::testing::ElementsAre("/mutate-pod", "/validate-x"));
+}
+
+}  // namespace
+}  // namespace kruise::manager::webhook
