@@ -25,6 +25,9 @@ constexpr char kContainerNameCriLabel[] = "io.kubernetes.container.name";
 constexpr char kRestartCountCriAnnotation[] = "io.kubernetes.container.restartCount";
 constexpr char kSyncContainerStatusesAnnotation[] = "crr.apps.kruise.io/sync-container-statuses";
 
+// Same text right after our kill and while the old container stays exited: no extra write.
+constexpr char kWaitingForKubelet[] = "container stopped, waiting for kubelet to start a new one";
+
 constexpr char kPending[] = "Pending";
 constexpr char kRecreating[] = "Recreating";
 constexpr char kSucceeded[] = "Succeeded";
@@ -467,7 +470,7 @@ absl::StatusOr<CrrStepResult> CrrExecutor::Reconcile(const Json& crr, absl::Time
       }
     } else if (rc.state == v1::CONTAINER_EXITED || rc.state == v1::CONTAINER_UNKNOWN) {
       e.phase = kRecreating;
-      e.message = "container exited, waiting for kubelet to start a new one";
+      e.message = kWaitingForKubelet;
       requeue_in(options_.poll_interval);
     } else if (rc.state == v1::CONTAINER_CREATED && !force) {
       e.phase = kPending;
@@ -491,7 +494,7 @@ absl::StatusOr<CrrStepResult> CrrExecutor::Reconcile(const Json& crr, absl::Time
         if (k.status.ok()) {
           e.phase = kRecreating;
           e.is_killed = true;
-          e.message.clear();
+          e.message = kWaitingForKubelet;
           requeue_in(options_.poll_interval);
         } else {
           e.phase = kFailed;

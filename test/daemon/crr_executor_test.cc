@@ -44,7 +44,7 @@ class CrrExecutorTest : public ::testing::Test {
     ASSERT_TRUE(server_->AddImage(kImage).ok());
 
     sandbox_config_.mutable_metadata()->set_name("web-0");
-    sandbox_config_.mutable_metadata()->set_namespace("default");
+    sandbox_config_.mutable_metadata()->set_namespace_("default");
     sandbox_config_.mutable_metadata()->set_uid(kPodUid);
     (*sandbox_config_.mutable_labels())["io.kubernetes.pod.uid"] = kPodUid;
     auto sandbox = runtime_->RunPodSandbox(sandbox_config_, "");
