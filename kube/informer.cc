@@ -1,0 +1,317 @@
+#include "kube/informer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "common/logging.h"
+#include "kube/errors.h"
+
+namespace kruise::kube {
+namespace {
+
+std::string ResourceVersionOf(const Json& obj) {
+  if (!obj.is_object()) return "";
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return "";
+  auto rv = m->find("resourceVersion");
+  if (rv == m->end() || !rv->is_string()) return "";
+  return rv->get<std::string>();
+}
+
+}  // namespace
+
+void StripManagedFields(Json& obj) {
+  if (!obj.is_object()) return;
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return;
+  m->erase("managedFields");
+  auto a = m->find("annotations");
+  if (a != m->end() && a->is_object()) {
+    a->erase("kubectl.kubernetes.io/last-applied-configuration");
+    if (a->empty()) m->erase("annotations");
+  }
+}
+
+Informer::Informer(KubeClient* client, Clock* clock, InformerOptions opts)
+    : client_(client), clock_(clock), opts_(std::move(opts)), store_(opts_.indexers) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::AddEventHandler(ResourceEventHandler handler) {
+  absl::MutexLock lock(&mu_);
+  handlers_.push_back(std::make_shared<const ResourceEventHandler>(std::move(handler)));
+  if (!listed_) return;  // the first list will notify every handler
+  const int target = static_cast<int>(handlers_.size()) - 1;
+  for (auto& [key, obj] : store_.Snapshot()) {
+    EnqueueLocked(Notification{NoteType::kAdd, {}, obj, false, target});
+  }
+}
+
+void Informer::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return;
+  started_ = true;
+  reflector_ = std::thread([this] { ReflectorLoop(); });
+  dispatcher_ = std::thread([this] { DispatchLoop(); });
+}
+
+void Informer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (canceller_) canceller_->Cancel();
+  }
+  if (reflector_.joinable()) reflector_.join();
+  if (dispatcher_.joinable()) dispatcher_.join();
+}
+
+bool Informer::HasSynced() const {
+  absl::MutexLock lock(&mu_);
+  return listed_ && delivered_seq_ >= initial_seq_;
+}
+
+bool Informer::WaitForSync(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto cond = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return stopping_ || (listed_ && delivered_seq_ >= initial_seq_);
+  };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&cond), deadline);
+  return listed_ && delivered_seq_ >= initial_seq_;
+}
+
+std::string Informer::LastSyncResourceVersion() const {
+  absl::MutexLock lock(&mu_);
+  return last_rv_;
+}
+
+InformerStats Informer::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void Informer::EnqueueLocked(Notification n) {
+  notes_.push_back(std::move(n));
+  ++enqueued_seq_;
+}
+
+absl::Duration Informer::RandomWatchTimeout() {
+  static thread_local absl::BitGen gen;
+  const double lo = absl::ToDoubleSeconds(opts_.min_watch_timeout);
+  const double hi = absl::ToDoubleSeconds(opts_.max_watch_timeout);
+  if (hi <= lo) return opts_.min_watch_timeout;
+  return absl::Seconds(absl::Uniform(gen, lo, hi));
+}
+
+bool Informer::BackoffWait(int attempt) {
+  static thread_local absl::BitGen gen;
+  const double base =
+      absl::ToDoubleSeconds(opts_.initial_backoff) * std::pow(2.0, std::min(attempt, 30));
+  const double capped = std::min(base, absl::ToDoubleSeconds(opts_.max_backoff));
+  // Jitter: +-20 % so that many informers (and many replicas) do not retry in lockstep.
+  const absl::Duration delay = absl::Seconds(capped * absl::Uniform(gen, 0.8, 1.2));
+  absl::MutexLock lock(&mu_);
+  auto stopping = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping), clock_->Now() + delay);
+  return !stopping_;
+}
+
+absl::Status Informer::ListAndReplace() {
+  ListOptions lo;
+  lo.label_selector = opts_.label_selector;
+  lo.field_selector = opts_.field_selector;
+  lo.limit = opts_.page_size;
+  std::string rv;
+  absl::flat_hash_map<std::string, EncodedObject> fresh;
+  while (true) {
+    absl::StatusOr<ListResult> page = client_->List(opts_.resource, opts_.ns, lo);
+    if (!page.ok() && IsGone(page.status()) && !lo.continue_token.empty()) {
+      // The continue token expired mid-way: list everything in one go.
+      fresh.clear();
+      lo.continue_token.clear();
+      lo.limit = 0;
+      continue;
+    }
+    if (!page.ok()) return page.status();
+    for (Json& obj : page->items) {
+      if (opts_.transform) opts_.transform(obj);
+      std::string key = StoreKey(obj);
+      fresh.insert_or_assign(std::move(key), EncodedObject::Encode(obj));
+    }
+    rv = page->resource_version;
+    if (page->continue_token.empty()) break;
+    lo.continue_token = page->continue_token;
+  }
+
+  absl::MutexLock lock(&mu_);
+  const bool first = !listed_;
+  auto old = store_.Snapshot();
+  for (auto& [key, enc] : fresh) {
+    auto decoded_obj = enc.Decode();
+    auto it = old.find(key);
+    if (it == old.end()) {
+      store_.Upsert(key, enc, *decoded_obj);
+      EnqueueLocked(Notification{NoteType::kAdd, {}, enc});
+    } else if (!it->second.SameBytes(enc)) {
+      EncodedObject prev = store_.Upsert(key, enc, *decoded_obj);
+      EnqueueLocked(Notification{NoteType::kUpdate, prev, enc});
+    }
+  }
+  for (auto& [key, enc] : old) {
+    if (fresh.contains(key)) continue;
+    EncodedObject prev = store_.Remove(key);
+    EnqueueLocked(Notification{NoteType::kDelete, {}, prev, /*final_state_unknown=*/true});
+  }
+  last_rv_ = rv;
+  ++stats_.lists;
+  if (first) {
+    listed_ = true;
+    initial_seq_ = enqueued_seq_;
+  }
+  return absl::OkStatus();
+}
+
+bool Informer::HandleWatchEvent(WatchEvent&& ev, bool* delivered) {
+  const std::string rv = ResourceVersionOf(ev.object);
+  if (ev.type == WatchEvent::Type::kBookmark) {
+    absl::MutexLock lock(&mu_);
+    if (!rv.empty()) last_rv_ = rv;
+    ++stats_.bookmarks;
+    return !stopping_;
+  }
+  if (opts_.transform) opts_.transform(ev.object);
+  const std::string key = StoreKey(ev.object);
+  EncodedObject enc = EncodedObject::Encode(ev.object);
+  absl::MutexLock lock(&mu_);
+  if (ev.type == WatchEvent::Type::kDeleted) {
+    EncodedObject prev = store_.Remove(key);
+    EnqueueLocked(Notification{NoteType::kDelete, {}, enc});
+  } else {
+    EncodedObject prev = store_.Upsert(key, enc, ev.object);
+    if (prev.empty()) {
+      EnqueueLocked(Notification{NoteType::kAdd, {}, enc});
+    } else {
+      EnqueueLocked(Notification{NoteType::kUpdate, prev, enc});
+    }
+  }
+  if (!rv.empty()) last_rv_ = rv;
+  ++stats_.events;
+  *delivered = true;
+  return !stopping_;
+}
+
+absl::Status Informer::WatchOnce(bool* delivered) {
+  ListOptions lo;
+  lo.label_selector = opts_.label_selector;
+  lo.field_selector = opts_.field_selector;
+  lo.allow_watch_bookmarks = true;
+  lo.timeout_seconds = absl::ToInt64Seconds(RandomWatchTimeout());
+  auto canceller = std::make_shared<WatchCanceller>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("informer stopping");
+    lo.resource_version = last_rv_;
+    canceller_ = canceller;
+    ++stats_.watches;
+  }
+  absl::Status st = client_->Watch(
+      opts_.resource, opts_.ns, lo,
+      [this, delivered](WatchEvent&& ev) { return HandleWatchEvent(std::move(ev), delivered); },
+      canceller.get());
+  absl::MutexLock lock(&mu_);
+  canceller_.reset();
+  return st;
+}
+
+void Informer::ReflectorLoop() {
+  auto log = Logger("informer");
+  const std::string what = opts_.resource.resource;
+  bool need_list = true;
+  int attempt = 0;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    if (need_list) {
+      absl::Status st = ListAndReplace();
+      if (!st.ok()) {
+        log->warn("list {} failed: {}", what, st);
+        {
+          absl::MutexLock lock(&mu_);
+          ++stats_.errors;
+        }
+        if (!BackoffWait(attempt++)) return;
+        continue;
+      }
+      need_list = false;
+      attempt = 0;
+    }
+    bool delivered = false;
+    const absl::Time started = clock_->Now();
+    absl::Status st = WatchOnce(&delivered);
+    if (delivered) attempt = 0;
+    if (st.ok()) {
+      // The server closed the watch (timeout) or we were cancelled: resume from the last RV. A
+      // watch that ends at once without events is throttled like an error.
+      if (!delivered && clock_->Now() - started < absl::Seconds(1)) {
+        if (!BackoffWait(attempt++)) return;
+      }
+      continue;
+    }
+    if (st.code() == absl::StatusCode::kCancelled) continue;  // loop checks stopping_
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.errors;
+    }
+    if (IsGone(st)) {
+      log->info("watch {}: resourceVersion too old ({}), relisting", what, st);
+      absl::MutexLock lock(&mu_);
+      ++stats_.relists;
+      need_list = true;
+      continue;
+    }
+    log->warn("watch {} failed: {}", what, st);
+    if (!BackoffWait(attempt++)) return;
+  }
+}
+
+void Informer::DispatchLoop() {
+  while (true) {
+    std::deque<Notification> batch;
+    std::vector<std::shared_ptr<const ResourceEventHandler>> handlers;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !notes_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      batch.swap(notes_);
+      handlers = handlers_;
+    }
+    // No lock held from here on: handlers may call back into the informer or the store.
+    for (Notification& n : batch) {
+      auto cur = n.new_obj.Decode();
+      std::shared_ptr<const Json> old = n.type == NoteType::kUpdate ? n.old_obj.Decode() : nullptr;
+      for (size_t i = 0; i < handlers.size(); ++i) {
+        if (n.target >= 0 && static_cast<size_t>(n.target) != i) continue;
+        const ResourceEventHandler& h = *handlers[i];
+        switch (n.type) {
+          case NoteType::kAdd:
+            if (h.on_add) h.on_add(*cur);
+            break;
+          case NoteType::kUpdate:
+            if (h.on_update) h.on_update(*old, *cur);
+            break;
+          case NoteType::kDelete:
+            if (h.on_delete) h.on_delete(*cur, n.final_state_unknown);
+            break;
+        }
+      }
+      absl::MutexLock lock(&mu_);
+      ++delivered_seq_;
+    }
+  }
+}
+
+}  // namespace kruise::kube
