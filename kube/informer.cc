@@ -34,6 +34,25 @@ void StripManagedFields(Json& obj) {
   }
 }
 
+void CompactPodForControllers(Json& pod) {
+  StripManagedFields(pod);
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return;
+  for (const char* f : {"volumes", "tolerations"}) spec->erase(f);
+  for (const char* list : {"containers", "initContainers"}) {
+    auto cs = spec->find(list);
+    if (cs == spec->end() || !cs->is_array()) continue;
+    for (Json& c : *cs) {
+      if (!c.is_object()) continue;
+      for (const char* f : {"env", "envFrom", "volumeMounts", "terminationMessagePath",
+                            "terminationMessagePolicy", "readinessProbe", "livenessProbe",
+                            "startupProbe"}) {
+        c.erase(f);
+      }
+    }
+  }
+}
+
 Informer::Informer(KubeClient* client, Clock* clock, InformerOptions opts)
     : client_(client), clock_(clock), opts_(std::move(opts)), store_(opts_.indexers) {}
 

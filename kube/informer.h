@@ -55,6 +55,12 @@ using TransformFunc = std::function<void(Json& obj)>;
 // Drops metadata.managedFields and the last-applied-configuration annotation: the usual transform.
 void StripManagedFields(Json& obj);
 
+// The pod transform for controllers that cache every pod (the manager): StripManagedFields plus
+// the pod fields no controller of ours reads (volumes, tolerations, container env, volume mounts,
+// probes, termination message settings). Keeps metadata, nodeName, container names, images,
+// resources, lifecycle and ports, and the whole status.
+void CompactPodForControllers(Json& pod);
+
 struct InformerOptions {
   Resource resource;
   std::string ns;  // "" = all namespaces (or cluster-scoped)
