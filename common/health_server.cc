@@ -42,8 +42,7 @@ HealthServer::HealthServer(Options options) : options_(std::move(options)) {}
 
 HealthServer::~HealthServer() { Stop(); }
 
-void HealthServer::AddCheck(std::string name, std::function<absl::Status()> check,
-                            CheckKind kind) {
+void HealthServer::AddCheck(std::string name, std::function<absl::Status()> check, CheckKind kind) {
   absl::MutexLock lock(&mu_);
   checks_.push_back({std::move(name), std::move(check), kind});
 }

@@ -1,7 +1,8 @@
 #include "daemon/credential_keyring.h"
 
-#include <algorithm>
 #include <fnmatch.h>
+
+#include <algorithm>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -26,8 +27,7 @@ HostPath SplitHostPath(absl::string_view s) {
   // Bracketed IPv6 literals keep their colons.
   size_t colon = hostport.rfind(':');
   size_t bracket = hostport.rfind(']');
-  if (colon != absl::string_view::npos &&
-      (bracket == absl::string_view::npos || colon > bracket)) {
+  if (colon != absl::string_view::npos && (bracket == absl::string_view::npos || colon > bracket)) {
     hp.host = std::string(hostport.substr(0, colon));
     hp.port = std::string(hostport.substr(colon + 1));
   } else {
@@ -110,13 +110,13 @@ absl::Status CredentialKeyring::AddAuths(const nlohmann::json& auths, absl::stri
                                       !it->get<std::string>().empty() && cred.username.empty()) {
       std::string decoded;
       if (!absl::Base64Unescape(it->get<std::string>(), &decoded)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source, ": docker config entry \"", raw_key, "\" has an \"auth\" that is not base64"));
+        return absl::InvalidArgumentError(absl::StrCat(source, ": docker config entry \"", raw_key,
+                                                       "\" has an \"auth\" that is not base64"));
       }
       size_t colon = decoded.find(':');
       if (colon == std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source, ": docker config entry \"", raw_key, "\" has an \"auth\" without user:password"));
+        return absl::InvalidArgumentError(absl::StrCat(source, ": docker config entry \"", raw_key,
+                                                       "\" has an \"auth\" without user:password"));
       }
       cred.username = decoded.substr(0, colon);
       cred.password = decoded.substr(colon + 1);
@@ -153,8 +153,8 @@ absl::Status CredentialKeyring::AddSecret(const nlohmann::json& secret) {
   std::string source = absl::StrCat(StringAt(secret, "metadata", "namespace"), "/",
                                     StringAt(secret, "metadata", "name"));
   auto type_it = secret.find("type");
-  std::string type = type_it != secret.end() && type_it->is_string() ? type_it->get<std::string>()
-                                                                     : "";
+  std::string type =
+      type_it != secret.end() && type_it->is_string() ? type_it->get<std::string>() : "";
   const char* field = nullptr;
   bool is_json = false;
   if (type == "kubernetes.io/dockerconfigjson") {
@@ -170,8 +170,7 @@ absl::Status CredentialKeyring::AddSecret(const nlohmann::json& secret) {
   auto data = secret.find("data");
   if (data == secret.end() || !data->is_object() || !data->contains(field) ||
       !(*data)[field].is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("secret ", source, " has no data key ", field));
+    return absl::InvalidArgumentError(absl::StrCat("secret ", source, " has no data key ", field));
   }
   std::string decoded;
   if (!absl::Base64Unescape((*data)[field].get<std::string>(), &decoded)) {

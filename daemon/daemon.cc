@@ -40,23 +40,21 @@ struct Metrics {
                                            .Help("Image pulls currently running")
                                            .Register(*registry)
                                            .Add({});
-  prometheus::Family<prometheus::Counter>& pulls =
-      prometheus::BuildCounter()
-          .Name("kruise_daemon_image_pulls_total")
-          .Help("Finished image pulls by result")
-          .Register(*registry);
+  prometheus::Family<prometheus::Counter>& pulls = prometheus::BuildCounter()
+                                                       .Name("kruise_daemon_image_pulls_total")
+                                                       .Help("Finished image pulls by result")
+                                                       .Register(*registry);
   prometheus::Counter& pull_bytes = prometheus::BuildCounter()
                                         .Name("kruise_daemon_image_pull_bytes_total")
                                         .Help("Bytes of layers downloaded by pulls")
                                         .Register(*registry)
                                         .Add({});
-  prometheus::Histogram& pull_seconds =
-      prometheus::BuildHistogram()
-          .Name("kruise_daemon_image_pull_duration_seconds")
-          .Help("Duration of successful pulls")
-          .Register(*registry)
-          .Add({}, prometheus::Histogram::BucketBoundaries{0.5, 1, 2, 5, 10, 30, 60, 120, 300,
-                                                           600});
+  prometheus::Histogram& pull_seconds = prometheus::BuildHistogram()
+                                            .Name("kruise_daemon_image_pull_duration_seconds")
+                                            .Help("Duration of successful pulls")
+                                            .Register(*registry)
+                                            .Add({}, prometheus::Histogram::BucketBoundaries{
+                                                         0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600});
 };
 
 // Holds the discovery outcome for /healthz.

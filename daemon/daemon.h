@@ -17,8 +17,8 @@
 namespace kruise::daemon {
 
 struct DaemonOptions {
-  std::string node_name;               // NODE_NAME
-  std::string addr = ":10221";         // health + metrics
+  std::string node_name;        // NODE_NAME
+  std::string addr = ":10221";  // health + metrics
   std::string host_run_dir = "/hostvarrun";
   std::string socket_file;             // relative to host_run_dir; empty: discover
   int max_workers_for_pull_image = 2;  // -1: unlimited

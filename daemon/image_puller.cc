@@ -28,15 +28,15 @@ struct ImagePuller::Impl : std::enable_shared_from_this<Impl> {
   struct Worker {
     ImageSpec image;  // tags cleared; secrets and sandbox config kept
     TagSpec tag;
-    TagStatus status;           // guarded by mu
-    bool cancelled = false;     // guarded by mu
-    bool done = false;          // guarded by mu
+    TagStatus status;        // guarded by mu
+    bool cancelled = false;  // guarded by mu
+    bool done = false;       // guarded by mu
     std::thread thread;
   };
 
   Impl(ImagePullerOptions o, std::shared_ptr<cri::ImageService> i,
-       std::shared_ptr<cri::ContentStatusReader> c, std::shared_ptr<CredentialSource> cr,
-       Clock* cl, std::function<void()> ch, PullObserver ob)
+       std::shared_ptr<cri::ContentStatusReader> c, std::shared_ptr<CredentialSource> cr, Clock* cl,
+       std::function<void()> ch, PullObserver ob)
       : options(o),
         images(std::move(i)),
         content(std::move(c)),
@@ -284,9 +284,9 @@ struct ImagePuller::Impl : std::enable_shared_from_this<Impl> {
     for (int64_t attempt = 0; attempt < attempts; ++attempt) {
       absl::Duration remaining = deadline - clock->Now();
       if (remaining <= absl::ZeroDuration()) {
-        return Fail(w, st, absl::StrCat("pulling exceeds the activeDeadlineSeconds (",
-                                        *policy.active_deadline_seconds, "s); last error: ",
-                                        last_error));
+        return Fail(w, st,
+                    absl::StrCat("pulling exceeds the activeDeadlineSeconds (",
+                                 *policy.active_deadline_seconds, "s); last error: ", last_error));
       }
       absl::Duration timeout = std::min(absl::Seconds(policy.timeout_seconds), remaining);
       if (attempt > 0) {

@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   int verbosity = 0;
   std::string feature_gates;
-  CLI::App app{"kruise-daemon: OpenKruise-compatible node agent (image pre-pull, container "
-               "recreate) over CRI"};
+  CLI::App app{
+      "kruise-daemon: OpenKruise-compatible node agent (image pre-pull, container "
+      "recreate) over CRI"};
   app.add_option("--addr", o.addr, "Address of /healthz, /readyz and /metrics")
       ->capture_default_str();
   app.add_option("--host-run-dir", o.host_run_dir,
@@ -53,8 +54,7 @@ int main(int argc, char** argv) {
                  "Image pulls running at once on this node; -1: unlimited")
       ->capture_default_str();
   app.add_option("--kubeconfig", o.kubeconfig, "Kubeconfig file (default: in-cluster)");
-  app.add_option("--rest-config-qps", o.rest_qps, "API requests per second")
-      ->capture_default_str();
+  app.add_option("--rest-config-qps", o.rest_qps, "API requests per second")->capture_default_str();
   app.add_option("--rest-config-burst", o.rest_burst, "API request burst")->capture_default_str();
   app.add_option("--nodeimage-version", o.nodeimage_version, "NodeImage API version to watch")
       ->check(CLI::IsMember({"v1alpha1", "v1beta1"}))
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "Find the CRI runtime and print what answered");
   kruise::daemon::PullCommandOptions pull;
   auto* pull_cmd = app.add_subcommand(
-      "pull", "Pre-pull the images of ImagePullJob/NodeImage YAML or references, no cluster needed");
+      "pull",
+      "Pre-pull the images of ImagePullJob/NodeImage YAML or references, no cluster needed");
   pull_cmd->add_option("-f,--filename", pull.files, "YAML file(s); - for stdin");
   pull_cmd->add_option("images", pull.images, "Image references");
   pull_cmd->add_option("--docker-config", pull.docker_config,

@@ -46,10 +46,14 @@ std::map<std::string, std::string> StringMap(const Json* obj) {
 
 const char* TagPhaseName(TagPhase p) {
   switch (p) {
-    case TagPhase::kWaiting: return "Waiting";
-    case TagPhase::kPulling: return "Pulling";
-    case TagPhase::kSucceeded: return "Succeeded";
-    case TagPhase::kFailed: return "Failed";
+    case TagPhase::kWaiting:
+      return "Waiting";
+    case TagPhase::kPulling:
+      return "Pulling";
+    case TagPhase::kSucceeded:
+      return "Succeeded";
+    case TagPhase::kFailed:
+      return "Failed";
   }
   return "Waiting";
 }
@@ -151,10 +155,18 @@ Json BuildNodeImageStatus(const std::vector<ImageSpec>& spec, const ImageStatuse
         continue;
       }
       switch (found->phase) {
-        case TagPhase::kSucceeded: ++succeeded; break;
-        case TagPhase::kFailed: ++failed; break;
-        case TagPhase::kPulling: ++pulling; break;
-        case TagPhase::kWaiting: ++waiting; break;
+        case TagPhase::kSucceeded:
+          ++succeeded;
+          break;
+        case TagPhase::kFailed:
+          ++failed;
+          break;
+        case TagPhase::kPulling:
+          ++pulling;
+          break;
+        case TagPhase::kWaiting:
+          ++waiting;
+          break;
       }
       tags.push_back(*found);
     }
@@ -173,8 +185,11 @@ Json BuildNodeImageStatus(const std::vector<ImageSpec>& spec, const ImageStatuse
     }
     image_statuses[image.name] = {{"tags", std::move(arr)}};
   }
-  Json status = {{"desired", desired}, {"succeeded", succeeded}, {"failed", failed},
-                 {"pulling", pulling}, {"waiting", waiting}};
+  Json status = {{"desired", desired},
+                 {"succeeded", succeeded},
+                 {"failed", failed},
+                 {"pulling", pulling},
+                 {"waiting", waiting}};
   if (!image_statuses.empty()) status["imageStatuses"] = std::move(image_statuses);
   return status;
 }

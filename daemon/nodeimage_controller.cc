@@ -39,8 +39,7 @@ Json StatusPatch(const Json& old_status, const Json& status) {
 
 NodeImageController::NodeImageController(NodeImageControllerOptions options,
                                          kube::KubeClient* client, Clock* clock,
-                                         kube::EventRecorder* recorder,
-                                         PullerFactory make_puller)
+                                         kube::EventRecorder* recorder, PullerFactory make_puller)
     : options_(std::move(options)),
       client_(client),
       clock_(clock),
@@ -141,8 +140,8 @@ void NodeImageController::WriterLoop() {
     Json server_status = cached->contains("status") ? (*cached)["status"] : Json::object();
     // Compare only the fields we write; others (firstSyncStatus, ...) are not ours to reset.
     Json comparable = Json::object();
-    for (const char* k : {"desired", "succeeded", "failed", "pulling", "waiting",
-                          "imageStatuses"}) {
+    for (const char* k :
+         {"desired", "succeeded", "failed", "pulling", "waiting", "imageStatuses"}) {
       if (server_status.is_object() && server_status.contains(k)) comparable[k] = server_status[k];
     }
     if (comparable == status) continue;
@@ -179,8 +178,8 @@ void NodeImageController::WriterLoop() {
   }
 }
 
-void NodeImageController::RecordOutcome(const std::string& image, const std::string& tag,
-                                        bool ok, const std::string& message) {
+void NodeImageController::RecordOutcome(const std::string& image, const std::string& tag, bool ok,
+                                        const std::string& message) {
   if (recorder_ == nullptr) return;
   const kube::EventType type = ok ? kube::EventType::kNormal : kube::EventType::kWarning;
   const std::string reason = ok ? "PullImageSucceed" : "PullImageFailed";

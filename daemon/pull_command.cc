@@ -39,8 +39,8 @@ Json ToJson(const YAML::Node& n) {
       const std::string& s = n.Scalar();
       if (n.Tag() == "!") return s;  // quoted
       int64_t i;
-      if (YAML::convert<int64_t>::decode(n, i) && s.find_first_not_of("-0123456789") ==
-                                                      std::string::npos) {
+      if (YAML::convert<int64_t>::decode(n, i) &&
+          s.find_first_not_of("-0123456789") == std::string::npos) {
         return i;
       }
       if (s == "true" || s == "false") return s == "true";
@@ -206,7 +206,8 @@ int RunPullCommand(const PullCommandOptions& options) {
     }
     auto more = ImagesFromYaml(buf.str(), options);
     if (!more.ok()) {
-      std::fprintf(stderr, "pull: %s: %s\n", f.c_str(), std::string(more.status().message()).c_str());
+      std::fprintf(stderr, "pull: %s: %s\n", f.c_str(),
+                   std::string(more.status().message()).c_str());
       return 2;
     }
     for (auto& s : *more) Merge(specs, std::move(s));
@@ -289,8 +290,8 @@ int RunPullCommand(const PullCommandOptions& options) {
         for (const TagStatus& x : st[is.name]) {
           if (x.tag == t.tag) s = &x;
         }
-        std::string ref = absl::StrCat(is.name, t.tag.find(':') != std::string::npos ? "@" : ":",
-                                       t.tag);
+        std::string ref =
+            absl::StrCat(is.name, t.tag.find(':') != std::string::npos ? "@" : ":", t.tag);
         std::string phase = s ? TagPhaseName(s->phase) : "Waiting";
         int progress = s ? s->progress : 0;
         if (s && s->completed()) ++done;
@@ -314,9 +315,9 @@ int RunPullCommand(const PullCommandOptions& options) {
   for (const auto& [image, tags] : final_status) {
     for (const TagStatus& t : tags) (t.phase == TagPhase::kSucceeded ? ok : failed)++;
   }
-  std::printf("summary: %d pulled, %d failed, %zu total in %s\n", ok, failed, total,
-              absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(10)))
-                  .c_str());
+  std::printf(
+      "summary: %d pulled, %d failed, %zu total in %s\n", ok, failed, total,
+      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(10))).c_str());
   for (const auto& [image, tags] : final_status) {
     for (const TagStatus& t : tags) {
       if (t.phase == TagPhase::kSucceeded) std::printf("  ok     %s\n", t.image_id.c_str());

@@ -29,8 +29,8 @@ struct PullCommandOptions {
 // INVALID_ARGUMENT names the document and what is wrong.
 absl::StatusOr<std::vector<ImageSpec>> ImagesFromYaml(const std::string& yaml,
                                                       const PullCommandOptions& options);
-absl::StatusOr<std::vector<ImageSpec>> ImagesFromReferences(
-    const std::vector<std::string>& refs, const PullCommandOptions& options);
+absl::StatusOr<std::vector<ImageSpec>> ImagesFromReferences(const std::vector<std::string>& refs,
+                                                            const PullCommandOptions& options);
 
 // Runs the command; returns the process exit code (0: every image pulled).
 int RunPullCommand(const PullCommandOptions& options);

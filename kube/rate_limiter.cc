@@ -33,24 +33,9 @@ int ItemExponentialRateLimiter::NumRequeues(const std::string& item) {
 }
 
 BucketRateLimiter::BucketRateLimiter(Clock* clock, double qps, int burst)
-    : clock_(clock),
-      qps_(qps),
-      burst_(std::max(1, burst)),
-      tokens_(std::max(1, burst)),
-      last_(clock->Now()) {}
+    : bucket_(qps, burst, clock, /*zero_qps_means_unlimited=*/false) {}
 
-absl::Duration BucketRateLimiter::When(const std::string&) {
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-  if (now > last_) {
-    tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
-    last_ = now;
-  }
-  tokens_ -= 1;
-  if (tokens_ >= 0) return absl::ZeroDuration();
-  if (qps_ <= 0) return absl::InfiniteDuration();
-  return absl::Seconds(-tokens_ / qps_);
-}
+absl::Duration BucketRateLimiter::When(const std::string&) { return bucket_.Reserve(); }
 
 MaxOfRateLimiter::MaxOfRateLimiter(std::vector<std::unique_ptr<RateLimiter>> limiters)
     : limiters_(std::move(limiters)) {}

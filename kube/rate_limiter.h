@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "kube/throttle.h"
 
 namespace kruise::kube {
 
@@ -48,9 +49,10 @@ class ItemExponentialRateLimiter final : public RateLimiter {
   absl::flat_hash_map<std::string, int> failures_ ABSL_GUARDED_BY(mu_);
 };
 
-// A token bucket of `burst` tokens refilled at `qps` per second. Each When() reserves one token and
-// returns how long until that token exists (0 while the bucket is not empty). Not per item:
-// Forget() is a no-op and NumRequeues() is 0.
+// A token bucket of `burst` tokens refilled at `qps` per second (the client's TokenBucket). Each
+// When() reserves one token and returns how long until that token exists (0 while the bucket is
+// not empty; infinite when qps <= 0 and the burst is spent). Not per item: Forget() is a no-op and
+// NumRequeues() is 0.
 class BucketRateLimiter final : public RateLimiter {
  public:
   BucketRateLimiter(Clock* clock, double qps = 10, int burst = 100);
@@ -59,12 +61,7 @@ class BucketRateLimiter final : public RateLimiter {
   int NumRequeues(const std::string&) override { return 0; }
 
  private:
-  Clock* const clock_;
-  const double qps_;
-  const double burst_;
-  absl::Mutex mu_;
-  double tokens_ ABSL_GUARDED_BY(mu_);  // may go negative: tokens reserved in the future
-  absl::Time last_ ABSL_GUARDED_BY(mu_);
+  TokenBucket bucket_;
 };
 
 // The maximum delay of its limiters; NumRequeues is the maximum of theirs.

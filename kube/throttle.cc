@@ -4,19 +4,25 @@
 
 namespace kruise::kube {
 
-TokenBucket::TokenBucket(double qps, int burst, Clock* clock)
-    : qps_(qps), burst_(std::max(1, burst)), clock_(clock), tokens_(burst_), last_(clock->Now()) {}
+TokenBucket::TokenBucket(double qps, int burst, Clock* clock, bool zero_qps_means_unlimited)
+    : qps_(qps),
+      burst_(std::max(1, burst)),
+      clock_(clock),
+      unlimited_(qps <= 0 && zero_qps_means_unlimited),
+      tokens_(burst_),
+      last_(clock->Now()) {}
 
 absl::Duration TokenBucket::Reserve() {
-  if (qps_ <= 0) return absl::ZeroDuration();
+  if (unlimited_) return absl::ZeroDuration();
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   if (now > last_) {
-    tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
+    tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * std::max(0.0, qps_));
     last_ = now;
   }
   tokens_ -= 1;
   if (tokens_ >= 0) return absl::ZeroDuration();
+  if (qps_ <= 0) return absl::InfiniteDuration();
   return absl::Seconds(-tokens_ / qps_);
 }
 

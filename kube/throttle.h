@@ -14,8 +14,10 @@ namespace kruise::kube {
 
 class TokenBucket {
  public:
-  // qps <= 0 disables throttling. burst < 1 is treated as 1.
-  TokenBucket(double qps, int burst, Clock* clock);
+  // burst < 1 is treated as 1. qps <= 0 disables throttling, unless `zero_qps_means_unlimited`
+  // is false: then the burst is all there is and a spent bucket answers an infinite wait (the
+  // work queue's bucket limiter).
+  TokenBucket(double qps, int burst, Clock* clock, bool zero_qps_means_unlimited = true);
 
   // Takes a token and returns how long the caller must wait before using it (zero when one was
   // available). Does not block.
@@ -29,6 +31,7 @@ class TokenBucket {
   const double qps_;
   const double burst_;
   Clock* const clock_;
+  const bool unlimited_;
   absl::Mutex mu_;
   double tokens_ ABSL_GUARDED_BY(mu_);
   absl::Time last_ ABSL_GUARDED_BY(mu_);
