@@ -130,6 +130,7 @@ cleanup() {
   k delete nodeimages.apps.kruise.io "$NODE" "$LOCAL_NODE" --ignore-not-found --wait=false >/dev/null 2>&1
   k -n kruise-daemon-config delete secret "$SECRET" --ignore-not-found >/dev/null 2>&1
   k delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+  k -n "$KNS" delete pod "$NORT_POD" --ignore-not-found --wait=false >/dev/null 2>&1
   delete_daemon_objects
   # The next DaemonSet pod needs the host port: wait (bounded) for ours to be gone.
   for _ in $(seq 150); do daemon_pods_gone && break; sleep 0.2; done
@@ -152,6 +153,7 @@ wait_for() {
 
 # --- 0. leftovers of an interrupted run ----------------------------------------------------------
 LOCAL_NODE=kruise-e2e-daemon-local
+NORT_POD=kruise-e2e-daemon-noruntime
 k delete nodeimages.apps.kruise.io "$NODE" "$LOCAL_NODE" --ignore-not-found >/dev/null 2>&1
 k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1
 
@@ -201,6 +203,37 @@ daemon_pod_ready() {
 wait_for 60 "a Ready daemon pod" daemon_pod_ready
 ROLLOUT_S=$(awk -v ms=$(($(now_ms) - t)) 'BEGIN { printf "%.1f", ms / 1000 }')
 result "rollout: DaemonSet kruise-daemon ready in ${ROLLOUT_S}s (pod $DAEMON_POD)"
+
+# A second agent from the same pod template, pointed at a socket that does not exist: checked near
+# the end (after > 60 s, past the liveness probe's initial delay + 3 failures) to still run, never
+# restarted, unready, /healthz 503 naming the socket.
+NORT_POD=kruise-e2e-daemon-noruntime
+NORT_PORT=${KRUISE_E2E_DAEMON_NORUNTIME_PORT:-16433}
+python3 - "$WORK/rendered.yaml" "$NORT_POD" "$NORT_PORT" "$NODE" >"$WORK/noruntime.yaml" <<'PYEOF' ||
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+spec = ds["spec"]["template"]["spec"]
+spec["nodeName"] = sys.argv[4]
+c = spec["containers"][0]
+port = int(sys.argv[3])
+c["args"] = [a for a in c["args"] if not a.startswith(("--addr=", "--socket-file="))] + [
+    f"--addr=127.0.0.1:{port}", "--socket-file=kruise-e2e-no-such.sock"]
+c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+for probe in ("livenessProbe", "readinessProbe"):
+    c[probe]["httpGet"]["port"] = port
+c["env"] = [e for e in c["env"] if e["name"] != "NODE_NAME"] + [
+    {"name": "NODE_NAME", "value": "kruise-e2e-daemon-noruntime"}]
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": sys.argv[2], "namespace": ds["metadata"]["namespace"],
+                    "labels": {"app.kubernetes.io/name": "kruise-e2e-daemon-noruntime"}},
+       "spec": spec}
+yaml.safe_dump(pod, sys.stdout)
+PYEOF
+  die "rendering the no-runtime pod"
+k -n "$KNS" delete pod "$NORT_POD" --ignore-not-found >/dev/null
+k apply -f "$WORK/noruntime.yaml" >/dev/null || die "creating the no-runtime pod"
+T_NORT=$(now_ms)
 
 # --- 2. NodeImage --------------------------------------------------------------------------------
 # Random-content images, pushed once per registry.
@@ -346,6 +379,9 @@ at=$(tag_field "$IMG_BIG2" 1 progress)
 OLD_POD=$DAEMON_POD
 k -n "$KNS" delete pod "$OLD_POD" --wait=false >/dev/null || die "deleting the daemon pod"
 T_RESTART=$(now_ms)
+old_pod_gone() { ! k -n "$KNS" get pod "$OLD_POD" >/dev/null 2>&1; }
+wait_for 60 "the old daemon pod to be gone" old_pod_gone
+GONE_MS=$(($(now_ms) - T_RESTART))
 new_pod_ready() { daemon_pod_ready && [ "$DAEMON_POD" != "$OLD_POD" ]; }
 wait_for 90 "a new Ready daemon pod" new_pod_ready
 RESTART_MS=$(($(now_ms) - T_RESTART))
@@ -356,7 +392,7 @@ pulling=$(jq '[.status.imageStatuses[].tags[] | select(.phase == "Pulling")] | l
 [[ "$(tag_field "$IMG_BIG2" 1 imageID)" == *sha256:* ]] || die "big2 has no imageID"
 [ "$(tag_field "$IMG_BIG1" 1 phase)" = Succeeded ] || die "big1 lost its Succeeded status"
 blob_gets=$(grep -c "^GET /v2/$REPO/big2/blobs/" "$WORK/proxy.log")
-result "restart mid-pull: pod deleted at big2 progress ${at}%, new pod Ready in $(secs "$RESTART_MS")s, big2 Succeeded $(secs "${DONE_MS[$IMG_BIG2:1]}")s after it was added ($blob_gets blob GETs), nothing Pulling"
+result "restart mid-pull: pod deleted at big2 progress ${at}%, old pod gone after $(secs "$GONE_MS")s, new pod Ready after $(secs "$RESTART_MS")s, big2 Succeeded $(secs "${DONE_MS[$IMG_BIG2:1]}")s after it was added ($blob_gets blob GETs), nothing Pulling"
 
 # --- 4. memory of the daemon in the cluster ------------------------------------------------------
 cid=$(k -n "$KNS" get pod "$DAEMON_POD" -o jsonpath='{.status.containerStatuses[0].containerID}')
@@ -366,8 +402,34 @@ pid=$("${CTR[@]}" tasks ls | awk -v id="$cid" '$1 == id { print $2 }')
 rss() { awk -v k="$1:" '$1 == k { print $2 " " $3 }' "/proc/$pid/status"; }
 result "memory: daemon pid $pid in pod $DAEMON_POD: VmRSS $(rss VmRSS), RssAnon $(rss RssAnon), RssFile $(rss RssFile), VmHWM $(rss VmHWM), threads $(awk '$1 == "Threads:" {print $2}' "/proc/$pid/status")"
 
+# --- 4b. the agent without a runtime, in the cluster ---------------------------------------------
+nort_running() {
+  [ "$(k -n "$KNS" get pod "$NORT_POD" -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')" != "" ]
+}
+wait_for 30 "the no-runtime daemon pod to run" nort_running
+left=$((65000 - ($(now_ms) - T_NORT)))
+if [ "$left" -gt 0 ]; then
+  say "waiting $((left / 1000))s more so the no-runtime pod outlives its liveness probe's failure window"
+  wait_for 90 "65 s of no-runtime pod life" test "$(($(now_ms) - T_NORT))" -ge 65000
+fi
+k -n "$KNS" get pod "$NORT_POD" -o json >"$WORK/nort.json" || die "reading the no-runtime pod"
+restarts=$(jq '.status.containerStatuses[0].restartCount' "$WORK/nort.json")
+ready=$(jq -r '.status.containerStatuses[0].ready' "$WORK/nort.json")
+code=$(curl -s -o "$WORK/nort.body" -w '%{http_code}' "http://127.0.0.1:$NORT_PORT/healthz")
+[ "$restarts" = 0 ] || die "the daemon without a runtime was restarted $restarts times (liveness probe)"
+[ "$ready" = false ] || die "the daemon without a runtime is Ready"
+[ "$code" = 503 ] && grep -q "kruise-e2e-no-such.sock" "$WORK/nort.body" ||
+  die "/healthz of the daemon without a runtime: HTTP $code $(head -c 200 "$WORK/nort.body")"
+result "no runtime in the cluster: agent up $(secs $(($(now_ms) - T_NORT)))s, 0 restarts, unready, /healthz 503 naming the socket"
+k -n "$KNS" delete pod "$NORT_POD" --wait=false >/dev/null
+
 # --- 5. ContainerRecreateRequests ----------------------------------------------------------------
-if [ "${KRUISE_E2E_DAEMON_SKIP_CRR:-0}" != 1 ] && [ -f "$HERE/crr_cases.sh" ]; then
+# Binaries built before the CRR controller existed export no kruise_daemon_crr_* metrics.
+if [ "${KRUISE_E2E_DAEMON_SKIP_CRR:-0}" = 1 ]; then
+  say "skipping the CRR cases (KRUISE_E2E_DAEMON_SKIP_CRR=1)"
+elif ! curl -sf "http://127.0.0.1:10221/metrics" | grep -q "kruise_daemon_crr"; then
+  say "SKIP the CRR cases: this kruise-daemon has no CRR controller (no kruise_daemon_crr_* metrics)"
+else
   # shellcheck source=test/e2e/daemon/crr_cases.sh
   . "$HERE/crr_cases.sh"
 fi
