@@ -19,6 +19,7 @@
 #include "cri/grpc_cri.h"
 #include "daemon/image_puller.h"
 #include "daemon/nodeimage_controller.h"
+#include "daemon/runtime_unit.h"
 #include "daemon/secret_credentials.h"
 #include "kube/config.h"
 #include "kube/event_recorder.h"
@@ -84,10 +85,12 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
   }
   Metrics metrics;
   RuntimeState runtime_state;
+  RuntimeUnitMonitor runtime_unit(metrics.registry.get());
   std::atomic<bool> synced{false};
 
   HealthServer health({.address = options.addr});
   health.AddCheck("runtime", [&] { return runtime_state.Get(); });
+  health.AddCheck("runtime-unit", [&] { return runtime_unit.Check(); });
   health.AddCheck(
       "informers-synced",
       [&] {
@@ -139,6 +142,10 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
   log->info("CRI runtime {} {} at {}", runtime->runtime_name, runtime->runtime_version,
             runtime->socket_path);
   runtime_state.Set(absl::OkStatus());
+  runtime_unit.SetUnit(!options.runtime_unit.empty()
+                           ? options.runtime_unit
+                           : RuntimeUnitFor(runtime->runtime_name, runtime->socket_path));
+  (void)runtime_unit.Refresh();
   metrics.runtime_up.Set(1);
   ASSIGN_OR_RETURN(auto channel, cri::DialCri(runtime->endpoint));
   auto images = std::make_shared<cri::GrpcImageService>(channel);
@@ -191,6 +198,7 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
   // Watchdog pings at half of WatchdogSec, only while the runtime answers.
   absl::Duration ping = notifier.watchdog_ping_interval().value_or(absl::Seconds(10));
   while (!wait_stop(ping)) {
+    (void)runtime_unit.Refresh();  // keeps the unit gauge current
     if (!synced) synced = controller.HasSynced();
     if (notifier.watchdog_ping_interval().has_value() && runtime_state.Get().ok()) {
       (void)notifier.Watchdog();

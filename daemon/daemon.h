@@ -21,6 +21,8 @@ struct DaemonOptions {
   std::string addr = ":10221";  // health + metrics
   std::string host_run_dir = "/hostvarrun";
   std::string socket_file;             // relative to host_run_dir; empty: discover
+  // systemd unit of the runtime (/healthz, /metrics); empty: from the runtime discovered.
+  std::string runtime_unit;
   int max_workers_for_pull_image = 2;  // -1: unlimited
   std::string kubeconfig;
   double rest_qps = 5;

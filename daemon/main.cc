@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--socket-file", o.socket_file,
                  "CRI socket relative to --host-run-dir (or absolute); empty: discover");
+  app.add_option("--runtime-unit", o.runtime_unit,
+                 "systemd unit of the CRI runtime, reported on /healthz and /metrics "
+                 "(default: from the runtime found, e.g. containerd.service)");
   app.add_option("--max-workers-for-pull-image", o.max_workers_for_pull_image,
                  "Image pulls running at once on this node; -1: unlimited")
       ->capture_default_str();
