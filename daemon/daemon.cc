@@ -17,6 +17,7 @@
 #include "common/systemd.h"
 #include "cri/discovery.h"
 #include "cri/grpc_cri.h"
+#include "daemon/crr_controller.h"
 #include "daemon/image_puller.h"
 #include "daemon/nodeimage_controller.h"
 #include "daemon/runtime_unit.h"
@@ -56,6 +57,22 @@ struct Metrics {
                                             .Register(*registry)
                                             .Add({}, prometheus::Histogram::BucketBoundaries{
                                                          0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600});
+  prometheus::Family<prometheus::Counter>& crr_completed =
+      prometheus::BuildCounter()
+          .Name("kruise_daemon_crr_completed_total")
+          .Help("ContainerRecreateRequests completed by this daemon, by result")
+          .Register(*registry);
+  prometheus::Histogram& crr_seconds =
+      prometheus::BuildHistogram()
+          .Name("kruise_daemon_crr_duration_seconds")
+          .Help("ContainerRecreateRequest creation to Completed")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 5, 10, 20, 30, 60, 120, 300, 600});
+  prometheus::Counter& crr_killed = prometheus::BuildCounter()
+                                        .Name("kruise_daemon_crr_containers_killed_total")
+                                        .Help("Containers stopped for recreation")
+                                        .Register(*registry)
+                                        .Add({});
 };
 
 // Holds the discovery outcome for /healthz.
@@ -95,7 +112,7 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
       "informers-synced",
       [&] {
         return synced ? absl::OkStatus()
-                      : absl::UnavailableError("NodeImage informer has not synced");
+                      : absl::UnavailableError("NodeImage or CRR informer has not synced");
       },
       CheckKind::kReadiness);
   health.SetMetrics(metrics.registry);
@@ -189,23 +206,42 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
       });
   controller_ptr = &controller;
   controller.Start();
-  while (!stop.stop_requested() && !controller.WaitForSync(absl::Now() + absl::Seconds(1))) {
+
+  auto runtime_service = std::make_shared<cri::GrpcRuntimeService>(channel);
+  CrrControllerOptions co;
+  co.node_name = options.node_name;
+  co.workers = options.max_workers_for_crr;
+  CrrObserver crr_observer;
+  crr_observer.on_completed = [&](const kube::Json&, bool succeeded, absl::Duration took) {
+    metrics.crr_completed.Add({{"result", succeeded ? "succeeded" : "failed"}}).Increment();
+    metrics.crr_seconds.Observe(absl::ToDoubleSeconds(took));
+  };
+  crr_observer.on_container_killed = [&](const kube::Json&, const std::string&) {
+    metrics.crr_killed.Increment();
+  };
+  CrrController crr_controller(co, client.get(), runtime_service.get(), Clock::Real(), &recorder,
+                               std::move(crr_observer));
+  crr_controller.Start();
+  auto all_synced = [&] { return controller.HasSynced() && crr_controller.HasSynced(); };
+  while (!stop.stop_requested() && !(controller.WaitForSync(absl::Now() + absl::Seconds(1)) &&
+                                     crr_controller.WaitForSync(absl::Now() + absl::Seconds(1)))) {
   }
-  synced = controller.HasSynced();
-  if (synced) log->info("NodeImage informer for node {} synced", options.node_name);
+  synced = all_synced();
+  if (synced) log->info("NodeImage and CRR informers for node {} synced", options.node_name);
   (void)notifier.Ready();
 
   // Watchdog pings at half of WatchdogSec, only while the runtime answers.
   absl::Duration ping = notifier.watchdog_ping_interval().value_or(absl::Seconds(10));
   while (!wait_stop(ping)) {
     (void)runtime_unit.Refresh();  // keeps the unit gauge current
-    if (!synced) synced = controller.HasSynced();
+    if (!synced) synced = all_synced();
     if (notifier.watchdog_ping_interval().has_value() && runtime_state.Get().ok()) {
       (void)notifier.Watchdog();
     }
   }
   log->info("shutting down");
   (void)notifier.Stopping();
+  crr_controller.Stop();
   controller.Stop();
   recorder.WaitIdle(absl::Seconds(2));
   health.Stop();

@@ -4,7 +4,8 @@
 //
 //   health/metrics server (--addr)  ->  runtime discovery, retried with backoff until a CRI
 //   socket answers (fail-soft: /healthz says 503 with every path tried, the process stays up)
-//   ->  Kubernetes client  ->  NodeImage controller (image pre-pull) for this node only.
+//   ->  Kubernetes client  ->  NodeImage controller (image pre-pull) and ContainerRecreateRequest
+//   controller (container recreate), both for this node only.
 //
 // Run() blocks until `stop` is requested, then shuts down in reverse order.
 
@@ -24,6 +25,9 @@ struct DaemonOptions {
   // systemd unit of the runtime (/healthz, /metrics); empty: from the runtime discovered.
   std::string runtime_unit;
   int max_workers_for_pull_image = 2;  // -1: unlimited
+  // ContainerRecreateRequest workers (pods handled at once). OpenKruise hard-codes 32; 4 is
+  // plenty for a node's pods (a worker is busy only while it kills a container).
+  int max_workers_for_crr = 4;
   std::string kubeconfig;
   double rest_qps = 5;
   int rest_burst = 10;

@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-workers-for-pull-image", o.max_workers_for_pull_image,
                  "Image pulls running at once on this node; -1: unlimited")
       ->capture_default_str();
+  app.add_option("--max-workers-for-crr", o.max_workers_for_crr,
+                 "ContainerRecreateRequest workers (pods handled at once; OpenKruise: 32)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--kubeconfig", o.kubeconfig, "Kubeconfig file (default: in-cluster)");
   app.add_option("--rest-config-qps", o.rest_qps, "API requests per second")->capture_default_str();
   app.add_option("--rest-config-burst", o.rest_burst, "API request burst")->capture_default_str();
