@@ -37,17 +37,46 @@ void StripManagedFields(Json& obj) {
 void CompactPodForControllers(Json& pod) {
   StripManagedFields(pod);
   auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->is_object()) return;
-  for (const char* f : {"volumes", "tolerations"}) spec->erase(f);
-  for (const char* list : {"containers", "initContainers"}) {
-    auto cs = spec->find(list);
-    if (cs == spec->end() || !cs->is_array()) continue;
+  if (spec != pod.end() && spec->is_object()) {
+    for (const char* f : {"volumes", "tolerations", "schedulerName", "enableServiceLinks",
+                          "preemptionPolicy", "securityContext", "affinity", "dnsConfig"}) {
+      spec->erase(f);
+    }
+    for (const char* list : {"containers", "initContainers", "ephemeralContainers"}) {
+      auto cs = spec->find(list);
+      if (cs == spec->end() || !cs->is_array()) continue;
+      for (Json& c : *cs) {
+        if (!c.is_object()) continue;
+        for (const char* f :
+             {"command", "args", "workingDir", "env", "envFrom", "volumeMounts", "volumeDevices",
+              "terminationMessagePath", "terminationMessagePolicy", "readinessProbe",
+              "livenessProbe", "startupProbe", "securityContext", "stdin", "tty"}) {
+          c.erase(f);
+        }
+      }
+    }
+  }
+  auto status = pod.find("status");
+  if (status == pod.end() || !status->is_object()) return;
+  // podIPs repeats podIP for single-stack pods; null lastProbeTime and empty lastState say nothing.
+  if (auto ips = status->find("podIPs");
+      ips != status->end() && ips->is_array() && ips->size() == 1 && status->contains("podIP")) {
+    status->erase(ips);
+  }
+  if (auto conds = status->find("conditions"); conds != status->end() && conds->is_array()) {
+    for (Json& c : *conds) {
+      if (auto p = c.find("lastProbeTime"); c.is_object() && p != c.end() && p->is_null()) {
+        c.erase(p);
+      }
+    }
+  }
+  for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
+    auto cs = status->find(list);
+    if (cs == status->end() || !cs->is_array()) continue;
     for (Json& c : *cs) {
       if (!c.is_object()) continue;
-      for (const char* f : {"env", "envFrom", "volumeMounts", "terminationMessagePath",
-                            "terminationMessagePolicy", "readinessProbe", "livenessProbe",
-                            "startupProbe"}) {
-        c.erase(f);
+      if (auto ls = c.find("lastState"); ls != c.end() && ls->is_object() && ls->empty()) {
+        c.erase(ls);
       }
     }
   }

@@ -56,9 +56,11 @@ using TransformFunc = std::function<void(Json& obj)>;
 void StripManagedFields(Json& obj);
 
 // The pod transform for controllers that cache every pod (the manager): StripManagedFields plus
-// the pod fields no controller of ours reads (volumes, tolerations, container env, volume mounts,
-// probes, termination message settings). Keeps metadata, nodeName, container names, images,
-// resources, lifecycle and ports, and the whole status.
+// the pod fields no controller of ours reads: volumes, tolerations, affinity, security contexts,
+// scheduler settings; per container command/args, env, volume mounts, probes, termination message
+// settings; podIPs when it only repeats podIP, null lastProbeTime, empty lastState. Keeps metadata,
+// nodeName, restartPolicy, terminationGracePeriodSeconds, readinessGates, container names,
+// images, pull policy, resources, lifecycle (preStop) and ports, and the rest of status.
 void CompactPodForControllers(Json& pod);
 
 struct InformerOptions {

@@ -3,6 +3,7 @@
 set(KUBE_RUNTIME_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/rate_limiter.cc
   ${CMAKE_CURRENT_LIST_DIR}/workqueue.cc
+  ${CMAKE_CURRENT_LIST_DIR}/key_dictionary.cc
   ${CMAKE_CURRENT_LIST_DIR}/store.cc
   ${CMAKE_CURRENT_LIST_DIR}/informer.cc
 )

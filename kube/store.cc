@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "kube/key_dictionary.h"
+
 namespace kruise::kube {
 
 std::string StoreKey(const Json& obj) {
@@ -66,7 +68,7 @@ IndexFunc FieldIndexFunc(const std::string& json_pointer) {
 
 EncodedObject EncodedObject::Encode(const Json& obj) {
   EncodedObject e;
-  std::vector<uint8_t> bytes = Json::to_msgpack(obj);
+  std::vector<uint8_t> bytes = Json::to_msgpack(CompactKeys(obj));
   auto buf = std::make_shared<uint8_t[]>(bytes.size());
   std::memcpy(buf.get(), bytes.data(), bytes.size());
   e.bytes_ = std::move(buf);
@@ -79,6 +81,7 @@ std::shared_ptr<const Json> EncodedObject::Decode() const {
   // Our own encoding: parsing cannot fail short of memory corruption; do not throw regardless.
   Json j = Json::from_msgpack(bytes_.get(), bytes_.get() + size_, /*strict=*/true,
                               /*allow_exceptions=*/false);
+  ExpandKeys(j);
   return std::make_shared<const Json>(std::move(j));
 }
 

@@ -4,7 +4,9 @@
 //
 // Objects are kept as MessagePack bytes (nlohmann::json::to_msgpack) in an immutable shared
 // string, not as nlohmann::json trees: a decoded pod tree costs several times its JSON size
-// (a heap node per value and per map entry), the MessagePack form a bit less than the JSON text.
+// (a heap node per value and per map entry), the MessagePack form a bit less than the JSON text,
+// and less again because well-known field names are stored as two-byte codes
+// (kube/key_dictionary.h).
 // Reads decode on access and hand out fresh, immutable copies, so callers can never mutate the
 // cache. Keys are "namespace/name" (or "name" for cluster-scoped objects).
 //
