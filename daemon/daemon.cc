@@ -101,6 +101,9 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
         "NODE_NAME is not set: the daemon must know its node (downward API spec.nodeName)");
   }
   Metrics metrics;
+  for (const char* result : {"succeeded", "failed"}) {
+    metrics.crr_completed.Add({{"result", result}});  // export both series from the start
+  }
   RuntimeState runtime_state;
   RuntimeUnitMonitor runtime_unit(metrics.registry.get());
   std::atomic<bool> synced{false};
