@@ -1,0 +1,286 @@
+#include "manager/app/app.h"
+
+#include <atomic>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/health_server.h"
+#include "common/logging.h"
+#include "kube/event_recorder.h"
+#include "kube/leader_election.h"
+#include "kube/manager.h"
+#include "kube/rest_client.h"
+#include "manager/crr/crr_controller.h"
+#include "manager/webhook/cert_manager.h"
+#include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/readiness.h"
+#include "manager/webhook/server.h"
+#include "prometheus/registry.h"
+
+namespace kruise::manager {
+
+std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups() {
+  std::vector<std::unique_ptr<ControllerGroup>> groups;
+  groups.push_back(crr::NewCrrControllerGroup());
+  // TODO(H5): register NewImagePullControllerGroup() (manager/controllers/: NodeImage and
+  // ImagePullJob) here once it exists, and link kruise_manager_controllers in CMakeLists.txt.
+  return groups;
+}
+
+namespace {
+
+// The readiness checker keeps a keep-alive TLS connection to our own webhook server; Close()
+// drops it at shutdown so the server's Stop() need not wait for it to idle out.
+class ClosableReadiness {
+ public:
+  explicit ClosableReadiness(webhook::ReadinessChecker::Options opts)
+      : checker_(std::make_unique<webhook::ReadinessChecker>(std::move(opts))) {}
+  absl::Status Check() {
+    absl::MutexLock lock(&mu_);
+    if (!checker_) return absl::UnavailableError("shutting down");
+    return checker_->Check();
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    checker_.reset();
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::unique_ptr<webhook::ReadinessChecker> checker_ ABSL_GUARDED_BY(mu_);
+};
+
+// The webhook side of every replica: certificates, then the server, then the readiness gate.
+class WebhookRunnable final : public kube::Runnable {
+ public:
+  WebhookRunnable(webhook::CertManager* certs, webhook::WebhookServer* server,
+                  ClosableReadiness* readiness, kube::Gate* ready, Clock* clock,
+                  absl::Duration init_timeout, std::stop_source fatal)
+      : certs_(certs),
+        server_(server),
+        readiness_(readiness),
+        ready_(ready),
+        clock_(clock),
+        init_timeout_(init_timeout),
+        fatal_(std::move(fatal)) {}
+
+  bool NeedLeaderElection() const override { return false; }
+  std::string Name() const override { return "webhook"; }
+  bool serving() const { return serving_.load(); }
+  bool failed() const { return failed_.load(); }
+
+  void Start(std::stop_token stop) override {
+    auto log = Logger("webhook");
+    certs_->Start();
+    const absl::Time deadline = clock_->Now() + init_timeout_;
+    kube::Gate never("tick");  // a stop-aware wait
+    while (!certs_->inited() && !stop.stop_requested() && clock_->Now() < deadline) {
+      never.Wait(clock_, clock_->Now() + absl::Milliseconds(100), stop);
+    }
+    if (!stop.stop_requested() && !certs_->inited()) {
+      Fail(absl::StrCat("webhook certificates were not in place within ",
+                        absl::FormatDuration(init_timeout_), " (--webhook-initialize-timeout)"));
+    } else if (!stop.stop_requested()) {
+      absl::Status st = server_->Start();
+      if (!st.ok()) {
+        Fail(absl::StrCat("webhook server: ", st.ToString()));
+      } else {
+        serving_ = true;
+        log->info("serving admission webhooks on port {}", server_->port());
+        absl::Status check = absl::UnavailableError("not checked");
+        while (!stop.stop_requested() && !(check = readiness_->Check()).ok()) {
+          if (clock_->Now() >= deadline) {
+            Fail(absl::StrCat("webhook not reachable over TLS within ",
+                              absl::FormatDuration(init_timeout_), ": ", check.ToString()));
+            break;
+          }
+          never.Wait(clock_, clock_->Now() + absl::Milliseconds(200), stop);
+        }
+        if (check.ok()) {
+          ready_->Open();
+          log->info("webhook ready (TLS round trip to /healthz answered)");
+        }
+      }
+    }
+    never.Wait(clock_, absl::InfiniteFuture(), stop);
+    readiness_->Close();
+    if (serving_) {
+      server_->Stop();
+      serving_ = false;
+    }
+    certs_->Stop();
+  }
+
+ private:
+  void Fail(const std::string& why) {
+    Logger("webhook")->critical("{}", why);
+    failed_ = true;
+    fatal_.request_stop();
+  }
+
+  webhook::CertManager* certs_;
+  webhook::WebhookServer* server_;
+  ClosableReadiness* readiness_;
+  kube::Gate* ready_;
+  Clock* clock_;
+  absl::Duration init_timeout_;
+  std::stop_source fatal_;
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace
+
+int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
+  auto log = Logger("manager");
+  Clock* clock = Clock::Real();
+  const FeatureGates& gates = cfg.feature_gates;
+  log->info("feature gates: {}", gates.String());
+  for (const std::string& w : gates.warnings()) log->warn("feature gates: {}", w);
+
+  kube::ResolveOptions resolve;
+  resolve.kubeconfig_flag = cfg.kubeconfig;
+  absl::StatusOr<kube::RestConfig> rest = kube::ResolveConfig(resolve);
+  if (!rest.ok()) {
+    log->critical("no Kubernetes configuration: {}", rest.status());
+    return 1;
+  }
+  rest->qps = cfg.rest_qps;
+  rest->burst = cfg.rest_burst;
+  rest->user_agent = "kruise-manager (kruise-cpp)";
+  auto client_or = kube::RestKubeClient::Create(*rest);
+  if (!client_or.ok()) {
+    log->critical("Kubernetes client: {}", client_or.status());
+    return 1;
+  }
+  std::unique_ptr<kube::RestKubeClient> client = *std::move(client_or);
+  log->info("API server {} ({})", rest->host, rest->source);
+
+  // Probe and metrics servers.
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<HealthServer> metrics_server;
+  HealthServer health({.address = cfg.health_probe_addr,
+                       .serve_health = true,
+                       .serve_metrics = cfg.metrics_addr == cfg.health_probe_addr});
+  if (cfg.metrics_addr == cfg.health_probe_addr) {
+    health.SetMetrics(registry);
+  } else {
+    metrics_server = std::make_unique<HealthServer>(HealthServer::Options{
+        .address = cfg.metrics_addr, .serve_health = false, .serve_metrics = true});
+    metrics_server->SetMetrics(registry);
+  }
+
+  // Admission.
+  webhook::HandlerRegistry handlers;
+  webhook::ApiPodReader pods(client.get());
+  webhook::RegisterCrrHandlers(&handlers, &pods, [&] { return gates.Enabled("KruiseDaemon"); });
+  webhook::CertManager::Options cert_opts;
+  cert_opts.namespace_ = cfg.namespace_name;
+  cert_opts.secret_name = cfg.secret_name;
+  cert_opts.service_name = cfg.service_name;
+  cert_opts.cert_dir = cfg.webhook_cert_dir;
+  cert_opts.host = cfg.webhook_host;
+  cert_opts.port = cfg.webhook_port;
+  cert_opts.external_certs = gates.Enabled("EnableExternalCerts");
+  cert_opts.clock = clock;
+  webhook::CertManager certs(client.get(), &handlers, cert_opts);
+  webhook::WebhookServer::Options server_opts;
+  server_opts.address = absl::StrCat(":", cfg.webhook_port);
+  server_opts.cert_dir = cfg.webhook_cert_dir;
+  webhook::WebhookServer server(server_opts, &handlers);
+  webhook::ReadinessChecker::Options ready_opts;
+  ready_opts.host = "localhost";
+  ready_opts.port = cfg.webhook_port;
+  ready_opts.cert_dir = cfg.webhook_cert_dir;
+  ClosableReadiness readiness(ready_opts);
+  kube::Gate webhook_ready("webhook-ready");
+
+  std::stop_source run_stop;
+  std::stop_callback forward(stop, [&run_stop] { run_stop.request_stop(); });
+  WebhookRunnable webhook_runnable(&certs, &server, &readiness, &webhook_ready, clock,
+                                   cfg.webhook_initialize_timeout, run_stop);
+
+  health.AddCheck("ping", [] { return absl::OkStatus(); });
+  health.AddCheck(
+      "webhook-ready",
+      [&]() -> absl::Status {
+        if (!certs.inited()) {
+          return absl::UnavailableError("webhook certificates are not in place yet");
+        }
+        if (!webhook_runnable.serving()) {
+          return absl::UnavailableError("webhook server is not serving");
+        }
+        return readiness.Check();
+      },
+      CheckKind::kReadiness);
+
+  kube::ManagerOptions mo;
+  mo.clock = clock;
+  mo.cache_sync_timeout = cfg.cache_sync_timeout;
+  mo.gate_timeout = cfg.webhook_initialize_timeout;
+  if (cfg.enable_leader_election) {
+    kube::LeaderElectionConfig le;
+    le.lease_namespace = cfg.leader_election_namespace;
+    le.lease_name = cfg.leader_election_id;
+    le.identity = kube::DefaultLeaderIdentity();
+    le.lease_duration = cfg.lease_duration;
+    le.renew_deadline = cfg.renew_deadline;
+    le.retry_period = cfg.retry_period;
+    le.clock = clock;
+    le.callbacks.on_new_leader = [log](const std::string& id) {
+      log->info("leader is now {}", id);
+    };
+    mo.leader_election = le;
+  }
+  kube::Manager manager(client.get(), mo);
+  manager.Add(&webhook_runnable);
+  manager.AddGate(&webhook_ready);
+
+  kube::EventRecorderOptions event_opts;
+  event_opts.component = "kruise-manager";
+  event_opts.clock = clock;
+  kube::EventRecorder recorder(client.get(), event_opts);
+  ControllerContext ctx;
+  ctx.client = client.get();
+  ctx.manager = &manager;
+  ctx.recorder = &recorder;
+  ctx.clock = clock;
+  ctx.namespace_name = cfg.namespace_name;
+  ctx.daemon_config_namespace = cfg.daemon_config_namespace;
+  ctx.feature_enabled = [&gates](absl::string_view g) { return gates.Enabled(g); };
+  ctx.workers = [&cfg](absl::string_view name, int fallback) {
+    return cfg.Workers(std::string(name), fallback);
+  };
+  std::vector<std::unique_ptr<ControllerGroup>> groups = ControllerGroups();
+  for (auto& group : groups) {
+    absl::Status st = group->Register(ctx);
+    if (!st.ok()) {
+      log->critical("controller group {}: {}", group->Name(), st);
+      return 1;
+    }
+  }
+
+  if (absl::Status st = health.Start(); !st.ok()) {
+    log->critical("--health-probe-addr {}: {}", cfg.health_probe_addr, st);
+    return 1;
+  }
+  if (metrics_server) {
+    if (absl::Status st = metrics_server->Start(); !st.ok()) {
+      log->critical("--metrics-addr {}: {}", cfg.metrics_addr, st);
+      health.Stop();
+      return 1;
+    }
+  }
+  log->info("probes on {} (port {}), metrics on {}", cfg.health_probe_addr, health.port(),
+            cfg.metrics_addr);
+
+  int rc = manager.Run(run_stop.get_token());
+  if (webhook_runnable.failed()) rc = 1;
+  if (metrics_server) metrics_server->Stop();
+  health.Stop();
+  log->info("kruise-manager stopped (exit {})", rc);
+  return rc;
+}
+
+}  // namespace kruise::manager

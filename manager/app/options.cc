@@ -1,0 +1,164 @@
+#include "manager/app/options.h"
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace kruise::manager {
+
+const std::vector<std::string>& WorkerFlagControllers() {
+  static const auto* names = new std::vector<std::string>{"cloneset",
+                                                          "sidecarset",
+                                                          "statefulset",
+                                                          "daemonset",
+                                                          "workloadspread",
+                                                          "podunavailablebudget",
+                                                          "uniteddeployment",
+                                                          "broadcastjob",
+                                                          "advancedcronjob",
+                                                          "imagepulljob",
+                                                          "imagelistpulljob",
+                                                          "nodeimage",
+                                                          "crr",
+                                                          "podprobemarker",
+                                                          "nodepodprobe",
+                                                          "persistentpodstate",
+                                                          "resourcedistribution",
+                                                          "sidecarterminator",
+                                                          "ephemeraljob"};
+  return *names;
+}
+
+namespace {
+
+absl::Status ParseDurationFlag(const std::string& flag, const std::string& text,
+                               absl::Duration* out) {
+  if (text.empty()) return absl::OkStatus();
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": \"", text, "\" is not a duration (e.g. 15s, 2m)"));
+  }
+  *out = d;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* const* argv,
+                                                      const kube::EnvLookup& env) {
+  ManagerConfig c;
+  auto getenv = [&](const char* name) -> std::string {
+    std::optional<std::string> v = env ? env(name) : std::nullopt;
+    return v.value_or("");
+  };
+  if (std::string ns = getenv("POD_NAMESPACE"); !ns.empty()) c.namespace_name = ns;
+  if (std::string port = getenv("WEBHOOK_PORT"); !port.empty()) {
+    if (!absl::SimpleAtoi(port, &c.webhook_port) || c.webhook_port <= 0 || c.webhook_port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WEBHOOK_PORT: \"", port, "\" is not a port number"));
+    }
+  }
+  c.webhook_host = getenv("WEBHOOK_HOST");
+  if (std::string v = getenv("WEBHOOK_CERT_DIR"); !v.empty()) c.webhook_cert_dir = v;
+  if (std::string v = getenv("SECRET_NAME"); !v.empty()) c.secret_name = v;
+  if (std::string v = getenv("SERVICE_NAME"); !v.empty()) c.service_name = v;
+  if (std::string v = getenv("KRUISE_DAEMON_CONFIG_NS"); !v.empty()) {
+    c.daemon_config_namespace = v;
+  }
+
+  CLI::App app{
+      "kruise-manager: OpenKruise-compatible control plane (admission webhooks in every replica, "
+      "leader-elected controllers)"};
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.add_option("--metrics-addr", c.metrics_addr, "Address of /metrics")->capture_default_str();
+  app.add_option("--health-probe-addr", c.health_probe_addr, "Address of /healthz and /readyz")
+      ->capture_default_str();
+  app.add_flag("--enable-leader-election", c.enable_leader_election,
+               "Run controllers only on the Lease holder (=false: always lead)")
+      ->capture_default_str();
+  std::string lease_ns;
+  app.add_option("--leader-election-namespace", lease_ns,
+                 "Namespace of the Lease (default: POD_NAMESPACE or kruise-system)");
+  app.add_option("--leader-election-id", c.leader_election_id, "Name of the Lease")
+      ->capture_default_str();
+  std::string lock = "leases";
+  app.add_option("--leader-election-resource-lock", lock, "Only 'leases' is supported")
+      ->check(CLI::IsMember({"leases"}));
+  std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
+  std::string webhook_init_timeout = "60s", cache_sync_timeout = "2m";
+  app.add_option("--leader-election-lease-duration", lease_duration, "Lease duration")
+      ->capture_default_str();
+  app.add_option("--leader-election-renew-deadline", renew_deadline, "Renew deadline")
+      ->capture_default_str();
+  app.add_option("--leader-election-retry-period", retry_period, "Retry period")
+      ->capture_default_str();
+  app.add_option("--webhook-initialize-timeout", webhook_init_timeout,
+                 "Exit when the webhook certificates are not served within this")
+      ->capture_default_str();
+  app.add_option("--controller-cache-sync-timeout", cache_sync_timeout, "Cache sync timeout")
+      ->capture_default_str();
+  std::string gates;
+  app.add_option("--feature-gates", gates,
+                 "Feature gates, e.g. ImagePullJobGate=true,PodWebhook=false");
+  app.add_option("--rest-config-qps", c.rest_qps, "API requests per second")->capture_default_str();
+  app.add_option("--rest-config-burst", c.rest_burst, "API request burst")->capture_default_str();
+  std::map<std::string, int> workers;
+  for (const std::string& name : WorkerFlagControllers()) {
+    workers[name] = 0;
+    app.add_option("--" + name + "-workers", workers[name],
+                   "Concurrent reconciles of the " + name + " controller (default 3)")
+        ->check(CLI::PositiveNumber);
+  }
+  app.add_option("--kubeconfig", c.kubeconfig, "Kubeconfig file (default: in-cluster)");
+  app.add_option("--log-format,--logging-format", c.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("-v,--v", c.verbosity, "Log verbosity (klog-style)");
+  bool logtostderr = true;
+  app.add_flag("--logtostderr", logtostderr, "Accepted for compatibility (always stderr)");
+  // Accepted for compatibility, not implemented.
+  std::string ignored_str;
+  bool ignored_bool = false;
+  app.add_option("--namespace,--sync-period,--pprof-addr", ignored_str,
+                 "Accepted for compatibility (no effect)");
+  app.add_flag("--enable-pprof,--allow-privileged,--disable-no-deepcopy", ignored_bool,
+               "Accepted for compatibility (no effect)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  for (const auto& [name, n] : workers) {
+    if (n > 0) c.workers[name] = n;
+  }
+  c.leader_election_namespace = lease_ns.empty() ? c.namespace_name : lease_ns;
+  absl::Status st =
+      ParseDurationFlag("--leader-election-lease-duration", lease_duration, &c.lease_duration);
+  if (st.ok()) {
+    st = ParseDurationFlag("--leader-election-renew-deadline", renew_deadline, &c.renew_deadline);
+  }
+  if (st.ok()) {
+    st = ParseDurationFlag("--leader-election-retry-period", retry_period, &c.retry_period);
+  }
+  if (st.ok()) {
+    st = ParseDurationFlag("--webhook-initialize-timeout", webhook_init_timeout,
+                           &c.webhook_initialize_timeout);
+  }
+  if (st.ok()) {
+    st = ParseDurationFlag("--controller-cache-sync-timeout", cache_sync_timeout,
+                           &c.cache_sync_timeout);
+  }
+  if (!st.ok()) return st;
+  absl::StatusOr<FeatureGates> fg = FeatureGates::Parse(gates);
+  if (!fg.ok()) return fg.status();
+  c.feature_gates = *std::move(fg);
+  return c;
+}
+
+}  // namespace kruise::manager
