@@ -3,6 +3,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
@@ -52,7 +54,8 @@ void HealthServer::SetMetrics(std::shared_ptr<prometheus::Registry> registry) {
   registry_ = std::move(registry);
 }
 
-std::pair<int, std::string> HealthServer::Evaluate(bool readiness, absl::string_view only) const {
+std::pair<int, std::string> HealthServer::Evaluate(bool readiness, absl::string_view only,
+                                                   const std::vector<std::string>& exclude) const {
   std::vector<Check> checks;
   {
     absl::MutexLock lock(&mu_);
@@ -65,6 +68,10 @@ std::pair<int, std::string> HealthServer::Evaluate(bool readiness, absl::string_
     if (!readiness && c.kind == CheckKind::kReadiness) continue;
     if (!only.empty() && c.name != only) continue;
     found = true;
+    if (std::find(exclude.begin(), exclude.end(), c.name) != exclude.end()) {
+      absl::StrAppend(&body, "[+]", c.name, " excluded: ok\n");
+      continue;
+    }
     absl::Status s = c.fn();
     if (s.ok()) {
       absl::StrAppend(&body, "[+]", c.name, " ok\n");
@@ -96,7 +103,11 @@ absl::Status HealthServer::Start() {
   auto health = [this](bool readiness) {
     return [this, readiness](const httplib::Request& req, httplib::Response& res) {
       std::string only = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
-      auto [code, body] = Evaluate(readiness, only);
+      std::vector<std::string> exclude;
+      for (size_t i = 0, n = req.get_param_value_count("exclude"); i < n; ++i) {
+        exclude.push_back(req.get_param_value("exclude", i));
+      }
+      auto [code, body] = Evaluate(readiness, only, exclude);
       res.status = code;
       res.set_content(body, "text/plain; charset=utf-8");
     };

@@ -11,8 +11,10 @@
 //
 // /healthz runs the liveness checks, /readyz all checks; each answers 200 "ok" or 503 with one
 // line per check ("[+]name ok" / "[-]name failed: reason"), like the Kubernetes components.
-// /healthz/<name> and /readyz/<name> run one check. Checks run on the server's threads and must
-// be quick and thread-safe.
+// /healthz/<name> and /readyz/<name> run one check. `?exclude=<name>` (repeatable) skips a check,
+// as kube-apiserver's /livez does: a DaemonSet's liveness probe can use
+// `/healthz?exclude=runtime` so a node agent waiting for its runtime is not restarted in a loop.
+// Checks run on the server's threads and must be quick and thread-safe.
 
 #include <functional>
 #include <memory>
@@ -65,7 +67,8 @@ class HealthServer {
 
   // The bodies and codes the endpoints answer, for callers that want them without HTTP (tests,
   // `kruise-daemon check`).
-  std::pair<int, std::string> Evaluate(bool readiness, absl::string_view only = "") const;
+  std::pair<int, std::string> Evaluate(bool readiness, absl::string_view only = "",
+                                       const std::vector<std::string>& exclude = {}) const;
 
  private:
   struct Check {

@@ -27,9 +27,15 @@ TEST(HealthServer, ServesChecksAndMetrics) {
     return runtime_up ? absl::OkStatus()
                       : absl::UnavailableError("no CRI socket: tried /run/containerd.sock");
   });
-  server.AddCheck("synced", [] { return absl::OkStatus(); }, CheckKind::kReadiness);
+  server.AddCheck(
+      "synced", [] { return absl::OkStatus(); }, CheckKind::kReadiness);
   auto registry = std::make_shared<prometheus::Registry>();
-  prometheus::BuildCounter().Name("kruise_test_total").Help("t").Register(*registry).Add({}).Increment(3);
+  prometheus::BuildCounter()
+      .Name("kruise_test_total")
+      .Help("t")
+      .Register(*registry)
+      .Add({})
+      .Increment(3);
   server.SetMetrics(registry);
   ASSERT_TRUE(server.Start().ok());
   ASSERT_GT(server.port(), 0);
@@ -41,6 +47,14 @@ TEST(HealthServer, ServesChecksAndMetrics) {
   EXPECT_NE(res->body.find("[-]runtime failed: no CRI socket: tried /run/containerd.sock"),
             std::string::npos);
   EXPECT_EQ(res->body.find("synced"), std::string::npos);  // readiness-only
+  // What the DaemonSet's liveness probe asks: everything but the runtime.
+  res = client.Get("/healthz?exclude=runtime");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_NE(res->body.find("[+]runtime excluded: ok"), std::string::npos) << res->body;
+  res = client.Get("/readyz?exclude=runtime");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
 
   runtime_up = true;
   res = client.Get("/healthz");
