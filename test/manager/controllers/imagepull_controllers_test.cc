@@ -2,7 +2,9 @@
 // kruise-daemon: it writes NodeImage tag statuses. Semantic time (Node Ready delay, deadlines,
 // TTLs, watchdog) runs on a FakeClock; waits are condition waits with real-time deadlines.
 
+#include <algorithm>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -592,6 +594,44 @@ TEST_F(ImagePullControllersTest, WatchdogFailsSilentAndOverdueTags) {
   EXPECT_EQ(TagStatus(got, "done", "1")["phase"], "Succeeded");
   EXPECT_EQ(got["status"]["failed"], 2);
   EXPECT_EQ(got["status"]["succeeded"], 1);
+}
+
+// Scale check: 200 nodes, parallelism 20, the test answering as every node's daemon. Never more
+// than `parallelism` nodes in flight in any snapshot; prints the wall time and API requests.
+TEST_F(ImagePullControllersTest, TwoHundredNodesParallelismTwenty) {
+  constexpr int kNodes = 200;
+  constexpr int kParallelism = 20;
+  Start();
+  SeedReadyNodes(kNodes);
+  api_.ClearRequests();
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(CreateJob("big", {{"image", "busybox:1.36"}, {"parallelism", kParallelism}}).ok());
+  int max_in_flight = 0;
+  auto step = [&] {
+    int in_flight = 0;
+    std::vector<std::string> to_finish;
+    for (const Json& ni : api_.List(kNodeImages)) {
+      Json tag = Tag(ni, "busybox", "1.36");
+      if (tag.is_null()) continue;
+      Json st = TagStatus(ni, "busybox", "1.36");
+      if (!st.is_null() && st["version"] == tag["version"] && st["phase"] == "Succeeded") continue;
+      ++in_flight;
+      to_finish.push_back(kube::Name(ni));
+    }
+    max_in_flight = std::max(max_in_flight, in_flight);
+    for (const std::string& n : to_finish) Report(n, "busybox", "1.36", "Succeeded");
+    return JobStatus("big").contains("completionTime");
+  };
+  ASSERT_TRUE(Eventually(step, absl::Seconds(120)));
+  const absl::Duration took = absl::Now() - start;
+  Json s = JobStatus("big");
+  EXPECT_EQ(s["succeeded"], kNodes);
+  EXPECT_LE(max_in_flight, kParallelism);
+  EXPECT_GT(max_in_flight, 0);
+  std::cout << "200 nodes, parallelism 20: completed in " << absl::FormatDuration(took)
+            << ", max in flight " << max_in_flight << ", API requests " << api_.RequestCount("")
+            << " (PATCH " << api_.RequestCount("PATCH") << ", GET " << api_.RequestCount("GET")
+            << ")" << std::endl;
 }
 
 }  // namespace
