@@ -11,6 +11,8 @@
 #include "kube/leader_election.h"
 #include "kube/manager.h"
 #include "kube/rest_client.h"
+#include "manager/controllers/imagepull_group.h"
+#include "manager/controllers/imagepulljob_validation.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
@@ -20,12 +22,45 @@
 
 namespace kruise::manager {
 
-std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups() {
+std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConfig& cfg) {
   std::vector<std::unique_ptr<ControllerGroup>> groups;
-  groups.push_back(crr::NewCrrControllerGroup());
-  // TODO(H5): register NewImagePullControllerGroup() (manager/controllers/: NodeImage and
-  // ImagePullJob) here once it exists, and link kruise_manager_controllers in CMakeLists.txt.
+  ImagePullGroupOptions imagepull;
+  imagepull.nodeimage_creation_delay = cfg.nodeimage_creation_delay;
+  imagepull.default_ttl_for_always_seconds = cfg.default_ttl_for_always_nodeimage_seconds;
+  groups.push_back(NewImagePullControllerGroup(imagepull));  // NodeImage + ImagePullJob
+  groups.push_back(crr::NewCrrControllerGroup());            // ContainerRecreateRequest
   return groups;
+}
+
+void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
+                               webhook::HandlerRegistry* registry) {
+  auto daemon = [&gates] { return gates.Enabled("KruiseDaemon"); };
+  auto imagepulljob = [&gates] { return gates.Enabled("ImagePullJobGate"); };
+  webhook::RegisterCrrHandlers(registry, pods, daemon);
+  // ImagePullJob: the defaults and checks of manager/controllers/imagepulljob_validation.h.
+  auto mutate_job = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+        return webhook::PatchResponse(req.object, DefaultImagePullJob(req.object));
+      });
+  auto validate_job = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        absl::Status st = ValidateImagePullJobStatus(DefaultImagePullJob(req.object));
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()), "Invalid");
+        return webhook::Allowed();
+      });
+  for (const char* p :
+       {"/mutate-apps-kruise-io-imagepulljob", "/mutate-apps-kruise-io-v1alpha1-imagepulljob",
+        "/mutate-apps-kruise-io-v1beta1-imagepulljob"}) {
+    registry->Register(p, mutate_job, imagepulljob);
+  }
+  for (const char* p :
+       {"/validate-apps-kruise-io-imagepulljob", "/validate-apps-kruise-io-v1alpha1-imagepulljob",
+        "/validate-apps-kruise-io-v1beta1-imagepulljob"}) {
+    registry->Register(p, validate_job, imagepulljob);
+  }
 }
 
 namespace {
@@ -108,6 +143,7 @@ class WebhookRunnable final : public kube::Runnable {
     if (serving_) {
       server_->Stop();
       serving_ = false;
+      log->info("webhook server stopped");
     }
     certs_->Stop();
   }
@@ -174,7 +210,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   // Admission.
   webhook::HandlerRegistry handlers;
   webhook::ApiPodReader pods(client.get());
-  webhook::RegisterCrrHandlers(&handlers, &pods, [&] { return gates.Enabled("KruiseDaemon"); });
+  RegisterAdmissionHandlers(gates, &pods, &handlers);
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;
@@ -252,7 +288,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   ctx.workers = [&cfg](absl::string_view name, int fallback) {
     return cfg.Workers(std::string(name), fallback);
   };
-  std::vector<std::unique_ptr<ControllerGroup>> groups = ControllerGroups();
+  std::vector<std::unique_ptr<ControllerGroup>> groups = ControllerGroups(cfg);
   for (auto& group : groups) {
     absl::Status st = group->Register(ctx);
     if (!st.ok()) {

@@ -24,11 +24,19 @@
 
 #include "manager/app/options.h"
 #include "manager/controller_group.h"
+#include "manager/webhook/admission.h"
+#include "manager/webhook/crr_handlers.h"
 
 namespace kruise::manager {
 
 // The controller families of this binary, in registration order (the one place to add one).
-std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups();
+std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConfig& config);
+
+// The admission handlers of this binary (each behind its feature gate): ContainerRecreateRequest
+// (KruiseDaemon) and ImagePullJob defaulting/validation (ImagePullJobGate), on OpenKruise's
+// versioned and version-less paths.
+void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
+                               webhook::HandlerRegistry* registry);
 
 // Runs until `stop` (returns 0) or a fatal error (logged; returns 1).
 int RunManager(const ManagerConfig& config, std::stop_token stop);

@@ -100,6 +100,15 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
       ->capture_default_str();
   app.add_option("--controller-cache-sync-timeout", cache_sync_timeout, "Cache sync timeout")
       ->capture_default_str();
+  std::string nodeimage_delay = "30s";
+  app.add_option("--nodeimage-creation-delay", nodeimage_delay,
+                 "Wait after a Node became Ready before creating its NodeImage")
+      ->capture_default_str();
+  app.add_option("--default-ttlseconds-for-always-nodeimage",
+                 c.default_ttl_for_always_nodeimage_seconds,
+                 "Extra TTL of NodeImage tags of Always ImagePullJobs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   std::string gates;
   app.add_option("--feature-gates", gates,
                  "Feature gates, e.g. ImagePullJobGate=true,PodWebhook=false");
@@ -153,6 +162,10 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
   if (st.ok()) {
     st = ParseDurationFlag("--controller-cache-sync-timeout", cache_sync_timeout,
                            &c.cache_sync_timeout);
+  }
+  if (st.ok()) {
+    st = ParseDurationFlag("--nodeimage-creation-delay", nodeimage_delay,
+                           &c.nodeimage_creation_delay);
   }
   if (!st.ok()) return st;
   absl::StatusOr<FeatureGates> fg = FeatureGates::Parse(gates);

@@ -10,11 +10,13 @@
 // --leader-election-renew-deadline (10s), --leader-election-retry-period (2s),
 // --webhook-initialize-timeout (60s), --controller-cache-sync-timeout (2m), --feature-gates,
 // --rest-config-qps (30), --rest-config-burst (50), --<controller>-workers (3), --kubeconfig,
+// --nodeimage-creation-delay (30s), --default-ttlseconds-for-always-nodeimage (300),
 // --log-format text|json (also --logging-format), -v.
 // Environment: POD_NAMESPACE, WEBHOOK_PORT (9876), WEBHOOK_HOST, WEBHOOK_CERT_DIR
 // (/tmp/kruise-webhook-certs), SECRET_NAME (kruise-webhook-certs), SERVICE_NAME
 // (kruise-webhook-service), KRUISE_DAEMON_CONFIG_NS (kruise-daemon-config).
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +46,8 @@ struct ManagerConfig {
   FeatureGates feature_gates;
   double rest_qps = 30;
   int rest_burst = 50;
+  absl::Duration nodeimage_creation_delay = absl::Seconds(30);
+  int64_t default_ttl_for_always_nodeimage_seconds = 300;
   std::map<std::string, int> workers;  // controller -> workers (only the ones given)
   std::string kubeconfig;
   std::string log_format = "text";

@@ -118,12 +118,15 @@ TEST(ManagerOptionsTest, Defaults) {
   EXPECT_EQ(c->service_name, "kruise-webhook-service");
   EXPECT_EQ(c->webhook_cert_dir, "/tmp/kruise-webhook-certs");
   EXPECT_EQ(c->Workers("crr", 3), 3);
+  EXPECT_EQ(c->nodeimage_creation_delay, absl::Seconds(30));
+  EXPECT_EQ(c->default_ttl_for_always_nodeimage_seconds, 300);
 }
 
 TEST(ManagerOptionsTest, FlagsAndEnvironment) {
   auto c = Parse({"--enable-leader-election=false", "--metrics-addr=127.0.0.1:0",
                   "--leader-election-lease-duration", "30s", "--crr-workers=5",
-                  "--feature-gates=ImagePullJobGate=true", "--log-format=json", "-v", "4"},
+                  "--feature-gates=ImagePullJobGate=true", "--log-format=json", "-v", "4",
+                  "--nodeimage-creation-delay=1m", "--default-ttlseconds-for-always-nodeimage=5"},
                  {{"POD_NAMESPACE", "kruise"},
                   {"WEBHOOK_PORT", "19876"},
                   {"WEBHOOK_HOST", "127.0.0.1"},
@@ -139,6 +142,8 @@ TEST(ManagerOptionsTest, FlagsAndEnvironment) {
   EXPECT_TRUE(c->feature_gates.Enabled("ImagePullJobGate"));
   EXPECT_EQ(c->log_format, "json");
   EXPECT_EQ(c->verbosity, 4);
+  EXPECT_EQ(c->nodeimage_creation_delay, absl::Minutes(1));
+  EXPECT_EQ(c->default_ttl_for_always_nodeimage_seconds, 5);
   EXPECT_EQ(c->namespace_name, "kruise");
   EXPECT_EQ(c->leader_election_namespace, "kruise");  // follows POD_NAMESPACE
   EXPECT_EQ(c->webhook_port, 19876);

@@ -219,6 +219,60 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 200);
 
+  // Admission through the live HTTPS webhook, trusting only our CA (the server certificate names
+  // WEBHOOK_HOST's IP).
+  ASSERT_TRUE(
+      server_
+          .Seed(
+              "pods",
+              {{"metadata", {{"name", "web-0"}, {"namespace", "default"}}},
+               {"spec", {{"nodeName", "node-a"}, {"containers", {{{"name", "app"}}}}}},
+               {"status",
+                {{"phase", "Running"},
+                 {"containerStatuses",
+                  {{{"name", "app"}, {"containerID", "containerd://abc"}, {"restartCount", 0}}}}}}})
+          .ok());
+  httplib::SSLClient hook("127.0.0.1", webhook_port);
+  hook.set_ca_cert_path((dir_ / "certs" / "ca-cert.pem").string().c_str());
+  hook.enable_server_certificate_verification(true);
+  auto review = [&](const std::string& path, const Json& obj) -> Json {
+    Json body = {
+        {"apiVersion", "admission.k8s.io/v1"},
+        {"kind", "AdmissionReview"},
+        {"request",
+         {{"uid", "u-1"},
+          {"kind", {{"group", "apps.kruise.io"}, {"version", "v1alpha1"}, {"kind", "X"}}},
+          {"resource", {{"group", "apps.kruise.io"}, {"version", "v1alpha1"}, {"resource", "x"}}},
+          {"namespace", "default"},
+          {"name", "n"},
+          {"operation", "CREATE"},
+          {"userInfo", {{"username", "test"}}},
+          {"object", obj}}}};
+    auto r = hook.Post(path, body.dump(), "application/json");
+    if (!r || r->status != 200) {
+      ADD_FAILURE() << path << ": "
+                    << (r ? std::to_string(r->status) : httplib::to_string(r.error()));
+      return Json::object();
+    }
+    return Json::parse(r->body)["response"];
+  };
+  Json crr = {{"apiVersion", "apps.kruise.io/v1alpha1"},
+              {"kind", "ContainerRecreateRequest"},
+              {"metadata", {{"name", "n"}, {"namespace", "default"}}},
+              {"spec", {{"podName", "web-0"}, {"containers", {{{"name", "app"}}}}}}};
+  Json allowed = review("/mutate-apps-kruise-io-containerrecreaterequest", crr);
+  EXPECT_EQ(allowed.value("allowed", false), true) << allowed.dump();
+  EXPECT_EQ(allowed.value("patchType", ""), "JSONPatch");
+  crr["spec"]["podName"] = "missing";
+  Json denied = review("/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest", crr);
+  EXPECT_EQ(denied.value("allowed", true), false) << denied.dump();
+  Json job = {{"apiVersion", "apps.kruise.io/v1alpha1"},
+              {"kind", "ImagePullJob"},
+              {"metadata", {{"name", "j"}, {"namespace", "default"}}},
+              {"spec", Json::object()}};
+  Json bad_job = review("/validate-apps-kruise-io-imagepulljob", job);
+  EXPECT_EQ(bad_job.value("allowed", true), false) << bad_job.dump();
+
   // The Lease is held.
   std::string holder;
   ASSERT_TRUE(WaitFor(
