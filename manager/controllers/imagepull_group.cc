@@ -57,10 +57,22 @@ class ImagePullGroup : public ControllerGroup {
     const bool jobs_on = ctx.feature_enabled("ImagePullJobGate");
     std::string version = opts_.api_version;
     if (version.empty()) {
+      // Discovery by LIST (limit 1): v1beta1 when served, else v1alpha1; neither served (CRDs
+      // not installed) makes the group a no-op, as OpenKruise's controllers are.
       kube::ListOptions probe;
       probe.limit = 1;
-      auto r = ctx.client->List(kube::resources::NodeImagesV1beta1(), "", probe);
-      version = r.ok() ? "v1beta1" : "v1alpha1";
+      auto beta = ctx.client->List(kube::resources::NodeImagesV1beta1(), "", probe);
+      if (beta.ok()) {
+        version = "v1beta1";
+      } else {
+        auto alpha = ctx.client->List(kube::resources::NodeImages(), "", probe);
+        if (!alpha.ok() && kube::IsNotFound(alpha.status()) && kube::IsNotFound(beta.status())) {
+          Logger("imagepull")
+              ->warn("NodeImage CRD is not served: NodeImage/ImagePullJob controllers off");
+          return absl::OkStatus();
+        }
+        version = "v1alpha1";
+      }
     } else if (version != "v1alpha1" && version != "v1beta1") {
       return absl::InvalidArgumentError(
           "imagepull controllers: api_version must be v1alpha1|v1beta1");

@@ -13,7 +13,11 @@
 // KruiseDaemon and ImagePullJobGate; --imagepulljob-workers, default 3). With the gates off it
 // registers nothing. The apps.kruise.io version is v1beta1 when the API server serves it (one
 // LIST with limit 1 at Register), else v1alpha1; owner references written into NodeImages use
-// the same version.
+// the same version. When neither version is served (CRDs not installed) the group registers
+// nothing, like OpenKruise's controllers.
+//
+// Left out (compared with OpenKruise): NodeImage pull-secret refs whose Secret vanished are not
+// garbage-collected; podSelector targets are sorted by node name, not by the owner's pod order.
 //
 // Thread-safety: as ControllerGroup. The group must outlive the manager's Run().
 

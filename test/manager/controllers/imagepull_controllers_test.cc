@@ -634,5 +634,45 @@ TEST_F(ImagePullControllersTest, TwoHundredNodesParallelismTwenty) {
             << ")" << std::endl;
 }
 
+TEST(ImagePullGroupTest, NoOpWithoutCrdsAndGatesOff) {
+  testing::FakeApiServerOptions o;
+  o.register_builtin_resources = false;
+  testing::FakeApiServer api(o);
+  ASSERT_TRUE(api.Start().ok());
+  kube::RestConfig config;
+  config.host = api.base_url();
+  config.qps = 0;
+  auto client = kube::RestKubeClient::Create(config);
+  ASSERT_TRUE(client.ok());
+  testing::FakeClock clock;
+  kube::ManagerOptions mo;
+  mo.clock = &clock;
+  kube::Manager manager(client->get(), mo);
+  ControllerContext ctx;
+  ctx.client = client->get();
+  ctx.manager = &manager;
+  ctx.clock = &clock;
+  auto group = NewImagePullControllerGroup();
+  EXPECT_EQ(group->Name(), "imagepull");
+  // No CRDs served: nothing registered, so Run() has nothing to sync and exits cleanly.
+  ASSERT_TRUE(group->Register(ctx).ok());
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_EQ(manager.Run(stop.get_token()), 0);
+
+  // Gate off: likewise.
+  ctx.feature_enabled = [](absl::string_view gate) { return gate != "KruiseDaemon"; };
+  EXPECT_TRUE(NewImagePullControllerGroup()->Register(ctx).ok());
+  // Bad options.
+  ImagePullGroupOptions bad;
+  bad.api_version = "v2";
+  ctx.feature_enabled = [](absl::string_view) { return true; };
+  EXPECT_EQ(NewImagePullControllerGroup(bad)->Register(ctx).code(),
+            absl::StatusCode::kInvalidArgument);
+  ctx.client = nullptr;
+  EXPECT_EQ(NewImagePullControllerGroup()->Register(ctx).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kruise::manager
