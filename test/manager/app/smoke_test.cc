@@ -96,14 +96,18 @@ class ManagerBinaryTest : public ::testing::Test {
         << "    user: u\ncurrent-context: c\n";
   }
   void TearDown() override {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
+    for (pid_t pid : {pid_, pid_b_}) {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
     }
     std::filesystem::remove_all(dir_);
   }
 
-  void Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  void Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+             pid_t* pid = nullptr) {
+    if (pid == nullptr) pid = &pid_;
     std::vector<std::string> all_env = env;
     for (char** e = environ; *e != nullptr; ++e) all_env.push_back(*e);
     std::vector<char*> argv, envp;
@@ -111,13 +115,122 @@ class ManagerBinaryTest : public ::testing::Test {
     argv.push_back(nullptr);
     for (const std::string& e : all_env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), envp.data()), 0);
+    ASSERT_EQ(posix_spawn(pid, argv[0], nullptr, nullptr, argv.data(), envp.data()), 0);
   }
 
   testing::FakeApiServer server_;
   std::filesystem::path dir_;
   pid_t pid_ = -1;
+  pid_t pid_b_ = -1;
+
+  // The namespace and both webhook configurations, as deploy/ creates them (no caBundle).
+  void SeedBed() {
+    ASSERT_TRUE(server_
+                    .Seed("namespaces", {{"metadata",
+                                          {{"name", "kruise-system"},
+                                           {"labels", {{"control-plane", "openkruise"}}}}}})
+                    .ok());
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(KRUISE_SOURCE_DIR) +
+                                                       "/deploy/manager/base/webhooks.yaml")) {
+      Json obj = YamlToJson(doc);
+      if (!obj.is_object()) continue;
+      std::string res = obj.value("kind", "") == "MutatingWebhookConfiguration"
+                            ? "mutatingwebhookconfigurations.admissionregistration.k8s.io"
+                            : "validatingwebhookconfigurations.admissionregistration.k8s.io";
+      ASSERT_TRUE(server_.Seed(res, obj).ok());
+    }
+  }
+
+  void SeedOrphanCrr(const std::string& name) {
+    ASSERT_TRUE(server_
+                    .Seed("containerrecreaterequests.apps.kruise.io",
+                          {{"apiVersion", "apps.kruise.io/v1alpha1"},
+                           {"kind", "ContainerRecreateRequest"},
+                           {"metadata",
+                            {{"name", name},
+                             {"namespace", "default"},
+                             {"labels", {{"crr.apps.kruise.io/active", "true"}}}}},
+                           {"spec", {{"podName", "gone"}, {"containers", {{{"name", "app"}}}}}}})
+                    .ok());
+  }
+  bool CrrCompleted(const std::string& name) {
+    auto crr = server_.Get("containerrecreaterequests.apps.kruise.io", "default", name);
+    return crr.ok() && crr->contains("status") && (*crr)["status"].is_object() &&
+           (*crr)["status"].value("phase", "") == "Completed";
+  }
+  std::string LeaseHolder() {
+    auto lease = server_.Get("leases.coordination.k8s.io", "kruise-system", "kruise-manager");
+    if (!lease.ok() || !lease->contains("spec")) return "";
+    return (*lease)["spec"].value("holderIdentity", "");
+  }
+  // Starts a replica; returns its health port.
+  int StartReplica(const std::string& tag, pid_t* pid) {
+    const int health = FreePort(), metrics = FreePort(), hook = FreePort();
+    Spawn(
+        {KRUISE_MANAGER_BIN, "--kubeconfig", (dir_ / "kubeconfig").string(),
+         absl::StrCat("--health-probe-addr=127.0.0.1:", health),
+         absl::StrCat("--metrics-addr=127.0.0.1:", metrics), "--leader-election-retry-period=200ms",
+         "--leader-election-renew-deadline=1s", "--leader-election-lease-duration=2s"},
+        {"POD_NAMESPACE=kruise-system", "WEBHOOK_HOST=127.0.0.1",
+         absl::StrCat("WEBHOOK_PORT=", hook),
+         absl::StrCat("WEBHOOK_CERT_DIR=", (dir_ / ("certs-" + tag)).string())},
+        pid);
+    return health;
+  }
+  static bool Ready(int port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(2);
+    auto r = c.Get("/readyz");
+    return r && r->status == 200;
+  }
+  // SIGTERM (unless already sent), then the exit status (-1 if it did not exit within 30 s).
+  static int Terminate(pid_t* pid, bool send = true) {
+    if (send) kill(*pid, SIGTERM);
+    int status = 0;
+    if (!WaitFor([&] { return waitpid(*pid, &status, WNOHANG) == *pid; },
+                 std::chrono::seconds(30))) {
+      return -1;
+    }
+    *pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
 };
+
+// Two replicas: both serve the webhook and are ready with the same CA; only the first holds the
+// Lease; when it stops, the second takes over at once (released Lease) and runs the controllers.
+TEST_F(ManagerBinaryTest, SecondReplicaServesWebhooksAndTakesOverOnLeaderExit) {
+  SeedBed();
+  int health_a = StartReplica("a", &pid_);
+  std::string holder_a;
+  ASSERT_TRUE(WaitFor([&] { return Ready(health_a) && !(holder_a = LeaseHolder()).empty(); },
+                      std::chrono::seconds(30)));
+  int health_b = StartReplica("b", &pid_b_);
+  ASSERT_TRUE(WaitFor([&] { return Ready(health_b); }, std::chrono::seconds(30)));
+  EXPECT_EQ(LeaseHolder(), holder_a);  // b is ready without leading
+  auto read = [](const std::filesystem::path& p) {
+    std::ifstream f(p);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(read(dir_ / "certs-a" / "ca-cert.pem"), read(dir_ / "certs-b" / "ca-cert.pem"));
+  EXPECT_FALSE(read(dir_ / "certs-a" / "ca-cert.pem").empty());
+
+  auto stopped = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(pid_, SIGTERM), 0);
+  std::string holder_b;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        holder_b = LeaseHolder();
+        return !holder_b.empty() && holder_b != holder_a;
+      },
+      std::chrono::seconds(30)));
+  std::printf("failover: new leader %.2f s after SIGTERM to the old one\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count());
+  ASSERT_EQ(Terminate(&pid_, /*send=*/false), 0);
+  SeedOrphanCrr("after-failover");
+  EXPECT_TRUE(WaitFor([&] { return CrrCompleted("after-failover"); }, std::chrono::seconds(30)));
+  ASSERT_EQ(Terminate(&pid_b_), 0);
+  EXPECT_EQ(LeaseHolder(), "");
+}
 
 TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
   ASSERT_TRUE(server_
