@@ -101,9 +101,11 @@ absl::StatusOr<kube::Result> CrrReconciler::Reconcile(const kube::Request& req) 
     message = kMessageDaemonTimeout;
   }
   if (!message.empty()) {
-    RETURN_IF_ERROR(Complete(crr, message));
-    // The completed object reaches the cache through the watch; finish the rest from there.
-    return kube::Result{.requeue_after = absl::Milliseconds(1)};
+    // Go on with the stored object the patch returned (the cache may not have it yet), so the
+    // completion is written once.
+    ASSIGN_OR_RETURN(std::optional<Json> completed, Complete(crr, message));
+    if (!completed) return kube::Result{};
+    return HandleCompleted(*completed);
   }
 
   std::optional<int64_t> unready =
@@ -121,7 +123,8 @@ absl::StatusOr<kube::Result> CrrReconciler::Reconcile(const kube::Request& req) 
   return kube::Result{.requeue_after = std::max(next, absl::Milliseconds(1))};
 }
 
-absl::Status CrrReconciler::Complete(const Json& crr, const std::string& message) {
+absl::StatusOr<std::optional<Json>> CrrReconciler::Complete(const Json& crr,
+                                                            const std::string& message) {
   Json patch = {{"status",
                  {{"phase", "Completed"},
                   {"completionTime", kube::FormatRfc3339(opts_.clock->Now())},
@@ -131,8 +134,9 @@ absl::Status CrrReconciler::Complete(const Json& crr, const std::string& message
   absl::StatusOr<Json> out =
       client_->Patch(res::ContainerRecreateRequests(), kube::Namespace(crr), kube::Name(crr),
                      kube::PatchType::kMerge, patch, "status");
-  if (absl::IsNotFound(out.status())) return absl::OkStatus();
-  return out.status();
+  if (absl::IsNotFound(out.status())) return std::optional<Json>();
+  if (!out.ok()) return out.status();
+  return std::optional<Json>(*std::move(out));
 }
 
 absl::StatusOr<kube::Result> CrrReconciler::HandleCompleted(const Json& crr) {

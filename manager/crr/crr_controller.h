@@ -32,6 +32,7 @@
 // runtime guarantee for the same one).
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -68,7 +69,9 @@ class CrrReconciler final : public kube::Reconciler {
 
  private:
   absl::StatusOr<kube::Result> HandleCompleted(const kube::Json& crr);
-  absl::Status Complete(const kube::Json& crr, const std::string& message);
+  // The stored object after the patch; nullopt when the CRR is gone.
+  absl::StatusOr<std::optional<kube::Json>> Complete(const kube::Json& crr,
+                                                     const std::string& message);
   absl::Status AcquireUnready(const kube::Json& crr, const kube::Json& pod);
   absl::Status ReleaseUnready(const kube::Json& crr);
   absl::Status SyncSnapshot(const kube::Json& crr, const kube::Json& pod);
