@@ -409,6 +409,17 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
   RecordProperty("seconds_to_ready", std::to_string(ready_seconds));
   std::printf("kruise-manager ready after %.2f s (holder %s)\n", ready_seconds, holder.c_str());
 
+  // Resident memory of the running manager (reported, not asserted).
+  {
+    std::ifstream st(absl::StrCat("/proc/", pid_, "/status"));
+    std::string line;
+    while (std::getline(st, line)) {
+      if (line.rfind("VmRSS:", 0) == 0 || line.rfind("VmHWM:", 0) == 0) {
+        std::printf("kruise-manager %s\n", line.c_str());
+      }
+    }
+  }
+
   // SIGTERM: exit 0, Lease released.
   const auto kStop = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(pid_, SIGTERM), 0);
