@@ -81,6 +81,8 @@ KNS=kruise-system
 NS=kruise-e2e-daemon
 SECRET=kruise-e2e-daemon-tls
 REPO=kruise-e2e-daemon
+LOCAL_NODE=kruise-e2e-daemon-local # NODE_NAME of the locally started daemon (part 6)
+NORT_POD=kruise-e2e-daemon-noruntime
 # Test images: random content (so a pull is cold once removed from containerd), built once per
 # registry. big1/big2 go through the throttling proxy.
 IMG_BIG1=$PROXY/$REPO/big1
@@ -121,6 +123,10 @@ cleanup() {
     say "daemon pod log (tail):"
     k -n "$KNS" logs "$DAEMON_POD" --tail=40 2>/dev/null | sed 's/^/    /'
   fi
+  if [ "$rc" != 0 ] && [ -f "$WORK/local-daemon.log" ]; then
+    say "local daemon log (tail):"
+    tail -n 20 "$WORK/local-daemon.log" | sed 's/^/    /'
+  fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${PIDS[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -152,8 +158,6 @@ wait_for() {
 }
 
 # --- 0. leftovers of an interrupted run ----------------------------------------------------------
-LOCAL_NODE=kruise-e2e-daemon-local
-NORT_POD=kruise-e2e-daemon-noruntime
 k delete nodeimages.apps.kruise.io "$NODE" "$LOCAL_NODE" --ignore-not-found >/dev/null 2>&1
 k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1
 
@@ -207,7 +211,6 @@ result "rollout: DaemonSet kruise-daemon ready in ${ROLLOUT_S}s (pod $DAEMON_POD
 # A second agent from the same pod template, pointed at a socket that does not exist: checked near
 # the end (after > 60 s, past the liveness probe's initial delay + 3 failures) to still run, never
 # restarted, unready, /healthz 503 naming the socket.
-NORT_POD=kruise-e2e-daemon-noruntime
 NORT_PORT=${KRUISE_E2E_DAEMON_NORUNTIME_PORT:-16433}
 python3 - "$WORK/rendered.yaml" "$NORT_POD" "$NORT_PORT" "$NODE" >"$WORK/noruntime.yaml" <<'PYEOF' ||
 import sys, yaml
@@ -380,10 +383,10 @@ OLD_POD=$DAEMON_POD
 k -n "$KNS" delete pod "$OLD_POD" --wait=false >/dev/null || die "deleting the daemon pod"
 T_RESTART=$(now_ms)
 old_pod_gone() { ! k -n "$KNS" get pod "$OLD_POD" >/dev/null 2>&1; }
-wait_for 60 "the old daemon pod to be gone" old_pod_gone
+wait_for 120 "the old daemon pod to be gone" old_pod_gone
 GONE_MS=$(($(now_ms) - T_RESTART))
 new_pod_ready() { daemon_pod_ready && [ "$DAEMON_POD" != "$OLD_POD" ]; }
-wait_for 90 "a new Ready daemon pod" new_pod_ready
+wait_for 120 "a new Ready daemon pod" new_pod_ready
 RESTART_MS=$(($(now_ms) - T_RESTART))
 wait_tag "$IMG_BIG2" 1 Succeeded 90
 ni_json
@@ -410,7 +413,8 @@ wait_for 30 "the no-runtime daemon pod to run" nort_running
 left=$((65000 - ($(now_ms) - T_NORT)))
 if [ "$left" -gt 0 ]; then
   say "waiting $((left / 1000))s more so the no-runtime pod outlives its liveness probe's failure window"
-  wait_for 90 "65 s of no-runtime pod life" test "$(($(now_ms) - T_NORT))" -ge 65000
+  nort_aged() { [ $(($(now_ms) - T_NORT)) -ge 65000 ]; }
+  wait_for 90 "65 s of no-runtime pod life" nort_aged
 fi
 k -n "$KNS" get pod "$NORT_POD" -o json >"$WORK/nort.json" || die "reading the no-runtime pod"
 restarts=$(jq '.status.containerStatuses[0].restartCount' "$WORK/nort.json")
