@@ -166,7 +166,13 @@ int Main(int argc, char** argv) {
                        std::string out;
                        return RunCtr(ctr, {"images", "pull", "--plain-http", ref}, &out);
                      }});
-  ColdFn cold = [&](const std::string& ref, const TestbedImage& image) {
+  ColdFn cold = [&](const std::string& ref, const TestbedImage& image) -> absl::Status {
+    // First drop the image from the NodeImage, so the daemon cannot pull it again on a later
+    // sync while the other pullers run (such a re-pull raced with them once).
+    Json drop = {{"spec", {{"images", {{ref.substr(0, ref.rfind(':')), nullptr}}}}}};
+    auto d =
+        (*client)->Patch(kube::resources::NodeImages(), "", node, kube::PatchType::kMerge, drop);
+    if (!d.ok()) return d.status();
     return MakeCold(ctr, ours->get(), ref, image);
   };
 
