@@ -431,7 +431,7 @@ k -n "$KNS" delete pod "$NORT_POD" --wait=false >/dev/null
 # Binaries built before the CRR controller existed export no kruise_daemon_crr_* metrics.
 if [ "${KRUISE_E2E_DAEMON_SKIP_CRR:-0}" = 1 ]; then
   say "skipping the CRR cases (KRUISE_E2E_DAEMON_SKIP_CRR=1)"
-elif ! curl -sf "http://127.0.0.1:10221/metrics" | grep -q "kruise_daemon_crr"; then
+elif ! grep -q "kruise_daemon_crr" <<<"$(curl -sf "http://127.0.0.1:10221/metrics")"; then
   say "SKIP the CRR cases: this kruise-daemon has no CRR controller (no kruise_daemon_crr_* metrics)"
 else
   # shellcheck source=test/e2e/daemon/crr_cases.sh

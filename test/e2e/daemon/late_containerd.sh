@@ -97,7 +97,8 @@ local_pulled() {
     jq -r --arg i "$REG/busybox" '(.status.imageStatuses[$i].tags // [])[0].phase // empty')" = Succeeded ]
 }
 wait_for 60 "the late-runtime daemon to pull $REG/busybox:1.35" local_pulled
-ctr --address "$PRIVATE_CTRD/run/containerd.sock" -n k8s.io images ls -q | grep -q "^$REG/busybox:1.35$" ||
+# (grep on a here-string: grep -q at the end of a pipe can SIGPIPE the writer, failing pipefail.)
+grep -qx "$REG/busybox:1.35" <<<"$(ctr --address "$PRIVATE_CTRD/run/containerd.sock" -n k8s.io images ls -q)" ||
   die "the image is not in the private containerd"
 result "late containerd: healthy and ready $(secs "$RECOVER_MS")s after containerd started, same process, pulled $REG/busybox:1.35 through it"
 k delete nodeimages.apps.kruise.io "$LOCAL_NODE" --ignore-not-found >/dev/null
