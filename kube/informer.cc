@@ -105,12 +105,14 @@ void Informer::Start() {
   dispatcher_ = std::thread([this] { DispatchLoop(); });
 }
 
+void Informer::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  if (canceller_) canceller_->Cancel();
+}
+
 void Informer::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    if (canceller_) canceller_->Cancel();
-  }
+  RequestStop();
   if (reflector_.joinable()) reflector_.join();
   if (dispatcher_.joinable()) dispatcher_.join();
 }

@@ -100,6 +100,9 @@ class Informer {
   void Start();
   // Cancels the watch, stops both threads and joins them. Idempotent.
   void Stop();
+  // Cancels the watch and asks both threads to stop without joining them (Stop() still must be
+  // called). Lets an owner of many informers cancel them all before waiting for any.
+  void RequestStop();
 
   // True once the first list is cached and its notifications were delivered to the handlers.
   bool HasSynced() const;
