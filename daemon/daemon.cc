@@ -46,6 +46,11 @@ struct Metrics {
                                                        .Name("kruise_daemon_image_pulls_total")
                                                        .Help("Finished image pulls by result")
                                                        .Register(*registry);
+  prometheus::Family<prometheus::Counter>& api_requests =
+      prometheus::BuildCounter()
+          .Name("kruise_daemon_api_requests_total")
+          .Help("Kubernetes API requests by verb and HTTP code (0: no response), retries included")
+          .Register(*registry);
   prometheus::Counter& pull_bytes = prometheus::BuildCounter()
                                         .Name("kruise_daemon_image_pull_bytes_total")
                                         .Help("Bytes of layers downloaded by pulls")
@@ -127,7 +132,12 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
   ASSIGN_OR_RETURN(kube::RestConfig config, kube::ResolveConfig(resolve));
   config.qps = options.rest_qps;
   config.burst = options.rest_burst;
-  ASSIGN_OR_RETURN(auto client, kube::RestKubeClient::Create(config));
+  kube::RestClientOptions rest_options;
+  rest_options.on_request = [&metrics](absl::string_view verb, long code) {
+    metrics.api_requests.Add({{"verb", std::string(verb)}, {"code", std::to_string(code)}})
+        .Increment();
+  };
+  ASSIGN_OR_RETURN(auto client, kube::RestKubeClient::Create(config, Clock::Real(), rest_options));
 
   SystemdNotifier notifier = SystemdNotifier::FromEnvironment();
 

@@ -339,6 +339,7 @@ RestKubeClient::Response RestKubeClient::PerformOnce(const Request& req, const s
   resp.curl_code = curl_easy_perform(c);
   resp.curl_error = errbuf;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.http_code);
+  if (options_.on_request) options_.on_request(req.method, resp.http_code);
   // Don't keep a handle whose options point at this stack frame.
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
   pool_->Release(std::move(h));
@@ -682,6 +683,7 @@ absl::Status RestKubeClient::Watch(const Resource& r, const std::string& ns,
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &retry_after);
     const CURLcode code = curl_easy_perform(c);
     if (st.http_code == 0) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st.http_code);
+    if (options_.on_request) options_.on_request("WATCH", st.http_code);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, nullptr);
     pool_->Release(std::move(h));
 

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ struct RestClientOptions {
   // ListOptions.timeout_seconds set, timeout_seconds + 30s is used instead.
   absl::Duration watch_idle_timeout = absl::Minutes(5);
   size_t max_idle_handles = 16;
+  // Called after every HTTP attempt (retries included) with the method ("GET", "PATCH", ...,
+  // "WATCH" for watch streams) and the HTTP status, 0 when no response arrived. For metrics; runs
+  // on the calling thread, must be cheap and thread-safe, must not call back into the client.
+  std::function<void(absl::string_view method, long http_code)> on_request;
 };
 
 // "/api/v1/namespaces/NS/pods/NAME/status", "/apis/apps.kruise.io/v1alpha1/nodeimages". `ns` is

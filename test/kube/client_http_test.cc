@@ -278,6 +278,36 @@ TEST(RestClientHttpTest, ServerErrorsRetriedForGetOnly) {
   EXPECT_EQ(gets.load(), -100 + 4);
 }
 
+TEST(RestClientHttpTest, OnRequestSeesEveryAttemptWithMethodAndCode) {
+  TestServer server;
+  std::atomic<int> gets{0};
+  server.svr().Get(".*", [&](const httplib::Request&, httplib::Response& res) {
+    if (++gets == 1) {
+      res.status = 503;
+      res.set_content(StatusJson(503, "ServiceUnavailable", "busy"), "application/json");
+      return;
+    }
+    res.set_content("{}", "application/json");
+  });
+  server.svr().Patch(".*", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(StatusJson(404, "NotFound", "gone"), "application/json");
+  });
+  server.Start();
+  absl::Mutex mu;
+  std::vector<std::string> seen;
+  RestClientOptions opts = FastRetries();
+  opts.on_request = [&](absl::string_view method, long code) {
+    absl::MutexLock lock(&mu);
+    seen.push_back(absl::StrCat(method, " ", code));
+  };
+  auto client = MakeClient(server.url(), Clock::Real(), opts);
+  EXPECT_TRUE(client->Get(resources::Pods(), "ns", "p").ok());
+  EXPECT_FALSE(client->Patch(resources::Pods(), "ns", "p", PatchType::kMerge, Json::object()).ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"GET 503", "GET 200", "PATCH 404"}));
+}
+
 TEST(RestClientHttpTest, NotFoundAndConflictAreNotRetried) {
   TestServer server;
   std::atomic<int> n{0};
