@@ -15,6 +15,7 @@
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/cri/fake_cri_server.h"
 
 namespace kruise::daemon {
@@ -33,10 +34,7 @@ class CrrControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(api_.Start().ok());
-    kube::RestConfig config;
-    config.host = api_.base_url();
-    config.qps = 0;
-    auto client = kube::RestKubeClient::Create(config);
+    auto client = testing::UnthrottledClientFor(api_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
 

@@ -5,6 +5,7 @@
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/cri/fake_cri_server.h"
 
 namespace kruise::daemon {
@@ -16,10 +17,7 @@ class NodeImageControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(api_.Start().ok());
-    kube::RestConfig config;
-    config.host = api_.base_url();
-    config.qps = 0;
-    auto client = kube::RestKubeClient::Create(config);
+    auto client = testing::UnthrottledClientFor(api_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
     auto cri = testing::FakeCriServer::Start();
@@ -86,8 +84,7 @@ TEST_F(NodeImageControllerTest, PullsOwnNodeImageAndWritesStatusKeepingUnknownFi
   // A status field we do not model must survive our writes.
   ASSERT_TRUE(client_
                   ->Patch(kube::resources::NodeImages(), "", "node-1", kube::PatchType::kMerge,
-                          {{"status", {{"firstSyncStatus", {{"status", "Succeeded"}}}}}},
-                          "status")
+                          {{"status", {{"firstSyncStatus", {{"status", "Succeeded"}}}}}}, "status")
                   .ok());
   auto controller = NewController();
   controller->Start();
@@ -106,11 +103,12 @@ TEST_F(NodeImageControllerTest, PullsOwnNodeImageAndWritesStatusKeepingUnknownFi
   EXPECT_FALSE(cri_->HasImage("docker.io/library/other:x"));
 
   // A tag removed from spec disappears from status.
-  ASSERT_TRUE(client_
-                  ->Patch(kube::resources::NodeImages(), "", "node-1", kube::PatchType::kMerge,
-                          {{"spec", {{"images", {{"busybox", nullptr},
-                                                 {"app", {{"tags", {{{"tag", "v1"}}}}}}}}}}})
-                  .ok());
+  ASSERT_TRUE(
+      client_
+          ->Patch(kube::resources::NodeImages(), "", "node-1", kube::PatchType::kMerge,
+                  {{"spec",
+                    {{"images", {{"busybox", nullptr}, {"app", {{"tags", {{{"tag", "v1"}}}}}}}}}}})
+          .ok());
   ASSERT_TRUE(WaitForStatus([](const Json& s) {
     return !s["imageStatuses"].contains("busybox") && s.value("desired", 0) == 1 &&
            s.value("succeeded", 0) == 1;
@@ -143,8 +141,10 @@ TEST_F(NodeImageControllerTest, FailedPullReportsTheRuntimeMessage) {
     cri_->InjectError("PullImage", absl::NotFoundError("127.0.0.1:5000/nope:v1: not found"));
   }
   Json images = {{"127.0.0.1:5000/nope",
-                  {{"tags", {{{"tag", "v1"}, {"version", 1},
-                              {"pullPolicy", {{"backoffLimit", 1}, {"timeoutSeconds", 5}}}}}}}}};
+                  {{"tags",
+                    {{{"tag", "v1"},
+                      {"version", 1},
+                      {"pullPolicy", {{"backoffLimit", 1}, {"timeoutSeconds", 5}}}}}}}}};
   ASSERT_TRUE(client_->Create(kube::resources::NodeImages(), "", NodeImage("node-1", images)).ok());
   auto controller = NewController();
   controller->Start();

@@ -20,6 +20,7 @@
 #include "manager/controllers/imagepull_group.h"
 #include "manager/controllers/imagepull_util.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager {
@@ -41,10 +42,7 @@ class ImagePullControllersTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(api_.Start().ok());
-    kube::RestConfig config;
-    config.host = api_.base_url();
-    config.qps = 0;
-    auto client = kube::RestKubeClient::Create(config);
+    auto client = testing::UnthrottledClientFor(api_);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = std::move(*client);
   }
@@ -639,10 +637,7 @@ TEST(ImagePullGroupTest, NoOpWithoutCrdsAndGatesOff) {
   o.register_builtin_resources = false;
   testing::FakeApiServer api(o);
   ASSERT_TRUE(api.Start().ok());
-  kube::RestConfig config;
-  config.host = api.base_url();
-  config.qps = 0;
-  auto client = kube::RestKubeClient::Create(config);
+  auto client = testing::UnthrottledClientFor(api);
   ASSERT_TRUE(client.ok());
   testing::FakeClock clock;
   kube::ManagerOptions mo;
