@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -103,6 +104,14 @@ absl::Status WebhookServer::Start() {
   }
   server_ = std::move(server);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib's stop() does nothing until the listen loop runs (Stop() would then join forever),
+  // so Start returns only once it does.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!server_->is_running() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  if (!server_->is_running()) {
+    return absl::UnavailableError(
+        absl::StrCat("webhook server on ", options_.address, " did not start within 10s"));
+  }
   reloader_->Start();
   Logger("webhook")->info("webhook server listening on {}:{} ({} handlers)", hp.host, port_,
                           registry_->Paths().size());

@@ -45,6 +45,8 @@ class Client {
   Client(int port, std::string ca_pem) : port_(port), ca_pem_(std::move(ca_pem)) {
     h_.reset(curl_easy_init());
   }
+  // Send "Accept-Encoding: gzip" like the apiserver (admission replies must stay uncompressed).
+  bool accept_gzip = false;
   HttpResult Call(const std::string& path, const std::string* post_body) {
     HttpResult r;
     CURL* h = h_.get();
@@ -58,6 +60,11 @@ class Client {
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Append);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r.body);
     curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    if (accept_gzip) {
+      // As kube-apiserver's Go client sends it. Set by hand (not CURLOPT_ACCEPT_ENCODING) so curl
+      // does not decode: a gzipped admission reply would fail the JSON parsing in the tests.
+      headers = curl_slist_append(headers, "Accept-Encoding: gzip");
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     if (post_body != nullptr) {
       curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -150,6 +157,7 @@ class WebhookServerTest : public ::testing::Test {
 
 TEST_F(WebhookServerTest, MutatePodRoundTripV1AndV1beta1) {
   Client client(server_->port(), pki_.ca.cert_pem);
+  client.accept_gzip = true;
   for (const std::string v : {"admission.k8s.io/v1", "admission.k8s.io/v1beta1"}) {
     std::string body = ReviewBody(v);
     ASSERT_GT(body.size(), 9000u);
