@@ -10,14 +10,7 @@ BIN=$BUILD_DIR/bench/pull_bench
   echo "build it first: ninja -C $BUILD_DIR pull_bench" >&2
   exit 2
 }
-TB=$ROOT/scripts/testbed
-started=0
-if ! "$TB/status" >/dev/null 2>&1; then
-  "$TB/up" --quiet
-  started=1
-fi
-cleanup() { if ((started)); then "$TB/down" --purge >/dev/null; fi; }
-trap cleanup EXIT
 # shellcheck disable=SC1091
-source "${KRUISE_TESTBED_DIR:-/tmp/kruise-testbed}/env"
+source "$ROOT/scripts/testbed/use.sh"
+testbed_use
 "$BIN" "$@"

@@ -39,15 +39,8 @@ fi
 
 if [[ $what == pull || $what == all ]]; then
   [[ -x $BUILD_DIR/bench/daemon/daemon_pull_bench ]] || { echo "build daemon_pull_bench first" >&2; exit 2; }
-  TB=$ROOT/scripts/testbed
-  started=0
-  if ! "$TB/status" >/dev/null 2>&1; then
-    "$TB/up" --quiet
-    started=1
-  fi
-  cleanup() { if ((started)); then "$TB/down" --purge >/dev/null; fi; }
-  trap cleanup EXIT
   # shellcheck disable=SC1091
-  source "${KRUISE_TESTBED_DIR:-/tmp/kruise-testbed}/env"
+  source "$ROOT/scripts/testbed/use.sh"
+  testbed_use
   "$BUILD_DIR/bench/daemon/daemon_pull_bench" --daemon "$DAEMON" --runs "${PULL_RUNS:-5}" "$@"
 fi

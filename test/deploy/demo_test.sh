@@ -10,7 +10,8 @@ failures=0
 
 for f in "$ROOT"/scripts/demo "$ROOT"/scripts/test "$ROOT"/scripts/install-deps \
   "$ROOT"/scripts/build-image "$ROOT"/scripts/testbed/up "$ROOT"/scripts/testbed/down \
-  "$ROOT"/scripts/testbed/status "$ROOT"/scripts/testbed/lib.sh "$ROOT"/scripts/testbed/images.sh; do
+  "$ROOT"/scripts/testbed/status "$ROOT"/scripts/testbed/lib.sh "$ROOT"/scripts/testbed/images.sh \
+  "$ROOT"/scripts/testbed/use.sh "$ROOT"/bench/run-pull-bench.sh "$ROOT"/bench/daemon/run.sh; do
   if ! bash -n "$f"; then
     echo "FAIL bash -n $f"
     failures=$((failures + 1))
