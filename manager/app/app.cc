@@ -16,6 +16,7 @@
 #include "manager/crr/crr_controller.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/pod_webhook.h"
 #include "manager/webhook/readiness.h"
 #include "manager/webhook/server.h"
 #include "prometheus/registry.h"
@@ -33,10 +34,22 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 }
 
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
-                               webhook::HandlerRegistry* registry) {
+                               webhook::HandlerRegistry* registry,
+                               const std::string& own_namespace) {
   auto daemon = [&gates] { return gates.Enabled("KruiseDaemon"); };
   auto imagepulljob = [&gates] { return gates.Enabled("ImagePullJobGate"); };
   webhook::RegisterCrrHandlers(registry, pods, daemon);
+  // Pods: the mutator chain, in OpenKruise's order (readiness gate first). Features that mutate
+  // pods add their PodMutator here.
+  std::vector<std::unique_ptr<webhook::PodMutator>> pod_chain;
+  pod_chain.push_back(
+      std::make_unique<webhook::ReadinessGateInjector>(gates.Enabled("KruisePodReadinessGate")));
+  webhook::PodMutatingHandler::Options pod_opts;
+  if (!own_namespace.empty()) pod_opts.excluded_namespaces.push_back(own_namespace);
+  registry->Register(
+      webhook::kMutatePodPath,
+      std::make_shared<webhook::PodMutatingHandler>(std::move(pod_chain), std::move(pod_opts)),
+      [&gates] { return gates.Enabled("PodWebhook"); });
   // ImagePullJob: the defaults and checks of manager/controllers/imagepulljob_validation.h.
   auto mutate_job = std::make_shared<webhook::FuncHandler>(
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
@@ -210,7 +223,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   // Admission.
   webhook::HandlerRegistry handlers;
   webhook::ApiPodReader pods(client.get());
-  RegisterAdmissionHandlers(gates, &pods, &handlers);
+  RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name);
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <stop_token>
+#include <string>
 #include <vector>
 
 #include "manager/app/options.h"
@@ -34,9 +35,11 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 
 // The admission handlers of this binary (each behind its feature gate): ContainerRecreateRequest
 // (KruiseDaemon) and ImagePullJob defaulting/validation (ImagePullJobGate), on OpenKruise's
-// versioned and version-less paths.
+// versioned and version-less paths; the pod webhook /mutate-pod (PodWebhook), which never
+// mutates pods in kube-system or `own_namespace`.
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
-                               webhook::HandlerRegistry* registry);
+                               webhook::HandlerRegistry* registry,
+                               const std::string& own_namespace = "");
 
 // Runs until `stop` (returns 0) or a fatal error (logged; returns 1).
 int RunManager(const ManagerConfig& config, std::stop_token stop);

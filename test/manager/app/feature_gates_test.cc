@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/config.h"
+#include "manager/app/app.h"
 #include "manager/app/options.h"
 
 namespace kruise::manager {
@@ -170,6 +171,23 @@ TEST(ManagerOptionsTest, Errors) {
   EXPECT_FALSE(Parse({"--no-such-flag"}).ok());
   EXPECT_FALSE(Parse({"--log-format=xml"}).ok());
   EXPECT_TRUE(absl::IsCancelled(Parse({"--help"}).status()));
+}
+
+TEST(RegisterAdmissionHandlersTest, PathsFollowTheFeatureGates) {
+  auto defaults = FeatureGates::Parse("");
+  ASSERT_TRUE(defaults.ok());
+  webhook::HandlerRegistry on;
+  RegisterAdmissionHandlers(*defaults, nullptr, &on, "kruise-system");
+  EXPECT_TRUE(on.Has("/mutate-pod"));
+  EXPECT_TRUE(on.Has("/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest"));
+  EXPECT_FALSE(on.Has("/validate-apps-kruise-io-imagepulljob"));  // ImagePullJobGate is Alpha
+
+  auto off = FeatureGates::Parse("PodWebhook=false,ImagePullJobGate=true");
+  ASSERT_TRUE(off.ok());
+  webhook::HandlerRegistry some;
+  RegisterAdmissionHandlers(*off, nullptr, &some, "kruise-system");
+  EXPECT_FALSE(some.Has("/mutate-pod"));
+  EXPECT_TRUE(some.Has("/validate-apps-kruise-io-imagepulljob"));
 }
 
 }  // namespace

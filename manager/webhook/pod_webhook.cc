@@ -1,0 +1,83 @@
+#include "manager/webhook/pod_webhook.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kruise::manager::webhook {
+
+bool IsPodOwnedByKruise(const Json& pod) {
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || !meta->is_object()) return false;
+  auto refs = meta->find("ownerReferences");
+  if (refs == meta->end() || !refs->is_array()) return false;
+  for (const Json& ref : *refs) {
+    if (!ref.is_object() || !ref.value("controller", false)) continue;
+    // apiVersion is "group/version"; a core-group owner has no slash.
+    const std::string api_version = ref.value("apiVersion", "");
+    return absl::StartsWith(api_version, "apps.kruise.io/");
+  }
+  return false;
+}
+
+namespace {
+
+bool HasReadinessGate(const Json& pod, absl::string_view condition) {
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  auto gates = spec->find("readinessGates");
+  if (gates == spec->end() || !gates->is_array()) return false;
+  return std::any_of(gates->begin(), gates->end(), [&](const Json& g) {
+    return g.is_object() && g.value("conditionType", "") == condition;
+  });
+}
+
+}  // namespace
+
+bool ReadinessGateInjector::Applies(const AdmissionRequest& request, const Json& pod) const {
+  if (request.operation != "CREATE") return false;
+  if (!all_pods_ && !IsPodOwnedByKruise(pod)) return false;
+  return !HasReadinessGate(pod, kKruisePodReadyCondition);
+}
+
+absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest&, Json* pod) const {
+  if (HasReadinessGate(*pod, kKruisePodReadyCondition)) return absl::OkStatus();
+  Json& spec = (*pod)["spec"];
+  if (!spec.is_object()) return absl::InvalidArgumentError("pod spec is not an object");
+  Json& gates = spec["readinessGates"];
+  if (gates.is_null()) gates = Json::array();
+  if (!gates.is_array()) return absl::InvalidArgumentError("spec.readinessGates is not a list");
+  gates.push_back({{"conditionType", kKruisePodReadyCondition}});
+  return absl::OkStatus();
+}
+
+PodMutatingHandler::PodMutatingHandler(std::vector<std::unique_ptr<PodMutator>> chain,
+                                       Options options)
+    : chain_(std::move(chain)), options_(std::move(options)) {}
+
+AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
+  // Only pod creation itself: not pods/status, pods/binding, ephemeral containers, ...
+  if (request.operation != "CREATE" || !request.sub_resource.empty()) return Allowed();
+  if (std::find(options_.excluded_namespaces.begin(), options_.excluded_namespaces.end(),
+                request.namespace_) != options_.excluded_namespaces.end()) {
+    return Allowed();
+  }
+  const Json& pod = request.object;
+  if (!pod.is_object()) return Denied(400, "request.object is not a Pod");
+  std::vector<const PodMutator*> todo;
+  for (const auto& m : chain_) {
+    if (m->Applies(request, pod)) todo.push_back(m.get());
+  }
+  if (todo.empty()) return Allowed();
+  Json mutated = pod;
+  for (const PodMutator* m : todo) {
+    absl::Status st = m->Mutate(request, &mutated);
+    if (!st.ok()) {
+      return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()), "Invalid");
+    }
+  }
+  return PatchResponse(pod, mutated);
+}
+
+}  // namespace kruise::manager::webhook

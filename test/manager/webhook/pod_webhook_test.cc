@@ -1,0 +1,178 @@
+#include "manager/webhook/pod_webhook.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kruise::manager::webhook {
+namespace {
+
+using ::testing::HasSubstr;
+
+Json PodOwnedBy(const std::string& api_version, const std::string& kind, bool controller) {
+  Json pod = Json::parse(R"({
+    "metadata": {"name": "web-0", "namespace": "default"},
+    "spec": {"containers": [{"name": "app", "image": "nginx"}]}
+  })");
+  if (!api_version.empty()) {
+    pod["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", api_version},
+                                                       {"kind", kind},
+                                                       {"name", "web"},
+                                                       {"uid", "u1"},
+                                                       {"controller", controller}}});
+  }
+  return pod;
+}
+
+AdmissionRequest Create(Json pod, std::string ns = "default") {
+  AdmissionRequest req;
+  req.operation = "CREATE";
+  req.namespace_ = std::move(ns);
+  req.resource = {"", "v1", "pods"};
+  req.object = std::move(pod);
+  return req;
+}
+
+std::unique_ptr<PodMutatingHandler> Handler(bool all_pods) {
+  std::vector<std::unique_ptr<PodMutator>> chain;
+  chain.push_back(std::make_unique<ReadinessGateInjector>(all_pods));
+  PodMutatingHandler::Options opts;
+  opts.excluded_namespaces.push_back("kruise-system");
+  return std::make_unique<PodMutatingHandler>(std::move(chain), opts);
+}
+
+// The pod after applying the response's patch (the original when there is none).
+Json Apply(const Json& pod, const AdmissionResponse& resp) {
+  if (!resp.patch) return pod;
+  return pod.patch(Json::parse(*resp.patch));
+}
+
+TEST(IsPodOwnedByKruiseTest, OnlyTheControllerReferenceOfTheKruiseGroupCounts) {
+  EXPECT_TRUE(IsPodOwnedByKruise(PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true)));
+  EXPECT_TRUE(IsPodOwnedByKruise(PodOwnedBy("apps.kruise.io/v1beta1", "StatefulSet", true)));
+  EXPECT_FALSE(IsPodOwnedByKruise(PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", false)));
+  EXPECT_FALSE(IsPodOwnedByKruise(PodOwnedBy("apps/v1", "ReplicaSet", true)));
+  EXPECT_FALSE(IsPodOwnedByKruise(PodOwnedBy("v1", "Node", true)));
+  EXPECT_FALSE(IsPodOwnedByKruise(PodOwnedBy("", "", false)));
+  EXPECT_FALSE(IsPodOwnedByKruise(Json::parse(R"({"metadata": {"ownerReferences": "x"}})")));
+}
+
+struct GateCase {
+  const char* name;
+  Json pod;
+  bool all_pods;
+  bool want_patch;
+};
+
+TEST(PodMutatingHandlerTest, InjectsKruisePodReadyWhereOpenKruiseDoes) {
+  Json with_gate = PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true);
+  with_gate["spec"]["readinessGates"] = Json::array({{{"conditionType", "KruisePodReady"}}});
+  const GateCase cases[] = {
+      {"cloneset pod", PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true), false, true},
+      {"deployment pod", PodOwnedBy("apps/v1", "ReplicaSet", true), false, false},
+      {"bare pod", PodOwnedBy("", "", false), false, false},
+      {"bare pod, KruisePodReadinessGate on", PodOwnedBy("", "", false), true, true},
+      {"gate already there", with_gate, true, false},
+  };
+  for (const GateCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto handler = Handler(c.all_pods);
+    AdmissionResponse resp = handler->Handle(Create(c.pod));
+    EXPECT_TRUE(resp.allowed);
+    EXPECT_EQ(resp.patch.has_value(), c.want_patch);
+    Json after = Apply(c.pod, resp);
+    int gates = 0;
+    for (const Json& g : after["spec"].value("readinessGates", Json::array())) {
+      gates += g.value("conditionType", "") == "KruisePodReady";
+    }
+    EXPECT_EQ(gates, c.want_patch || c.pod["spec"].contains("readinessGates") ? 1 : 0);
+    // Nothing else changes.
+    after["spec"].erase("readinessGates");
+    Json before = c.pod;
+    before["spec"].erase("readinessGates");
+    EXPECT_EQ(after, before);
+  }
+}
+
+TEST(PodMutatingHandlerTest, AppendsToExistingReadinessGates) {
+  Json pod = PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true);
+  pod["spec"]["readinessGates"] = Json::array({{{"conditionType", "example.com/lb"}}});
+  AdmissionResponse resp = Handler(false)->Handle(Create(pod));
+  ASSERT_TRUE(resp.patch.has_value());
+  Json after = Apply(pod, resp);
+  EXPECT_EQ(after["spec"]["readinessGates"], Json::parse(R"([{"conditionType": "example.com/lb"},
+                            {"conditionType": "KruisePodReady"}])"));
+}
+
+TEST(PodMutatingHandlerTest, NeverTouchesExcludedNamespacesOtherOperationsOrSubresources) {
+  auto handler = Handler(true);
+  Json pod = PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true);
+  EXPECT_FALSE(handler->Handle(Create(pod, "kube-system")).patch.has_value());
+  EXPECT_FALSE(handler->Handle(Create(pod, "kruise-system")).patch.has_value());
+  AdmissionRequest update = Create(pod);
+  update.operation = "UPDATE";
+  update.old_object = pod;
+  EXPECT_FALSE(handler->Handle(update).patch.has_value());
+  AdmissionRequest binding = Create(pod);
+  binding.sub_resource = "binding";
+  EXPECT_FALSE(handler->Handle(binding).patch.has_value());
+  EXPECT_TRUE(handler->Handle(Create(pod, "default")).patch.has_value());
+}
+
+TEST(PodMutatingHandlerTest, BadInputIsDeniedWithAMessage) {
+  auto handler = Handler(true);
+  AdmissionResponse not_pod = handler->Handle(Create(Json("a string")));
+  EXPECT_FALSE(not_pod.allowed);
+  EXPECT_EQ(not_pod.result.code, 400);
+
+  Json pod = PodOwnedBy("", "", false);
+  pod["spec"]["readinessGates"] = "KruisePodReady";
+  AdmissionResponse bad_gates = handler->Handle(Create(pod));
+  EXPECT_FALSE(bad_gates.allowed);
+  EXPECT_EQ(bad_gates.result.code, 422);
+  EXPECT_THAT(bad_gates.result.message, HasSubstr("readinessGates is not a list"));
+  EXPECT_THAT(bad_gates.result.message, HasSubstr("readiness-gate"));
+}
+
+// A mutator that records the pod it saw: later mutators see earlier ones' edits.
+class LabelMutator final : public PodMutator {
+ public:
+  LabelMutator(std::string key, std::vector<std::string>* seen)
+      : key_(std::move(key)), seen_(seen) {}
+  absl::string_view Name() const override { return key_; }
+  bool Applies(const AdmissionRequest&, const Json&) const override { return true; }
+  absl::Status Mutate(const AdmissionRequest&, Json* pod) const override {
+    Json& labels = (*pod)["metadata"]["labels"];
+    if (labels.is_null()) labels = Json::object();
+    std::string keys;
+    for (auto it = labels.begin(); it != labels.end(); ++it) keys += it.key() + ",";
+    seen_->push_back(keys);
+    labels[key_] = "true";
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string key_;
+  std::vector<std::string>* seen_;
+};
+
+TEST(PodMutatingHandlerTest, RunsTheChainInOrderOnOneCopy) {
+  std::vector<std::string> seen;
+  std::vector<std::unique_ptr<PodMutator>> chain;
+  chain.push_back(std::make_unique<LabelMutator>("first", &seen));
+  chain.push_back(std::make_unique<LabelMutator>("second", &seen));
+  PodMutatingHandler handler(std::move(chain), {});
+  Json pod = PodOwnedBy("", "", false);
+  AdmissionResponse resp = handler.Handle(Create(pod));
+  ASSERT_TRUE(resp.patch.has_value());
+  EXPECT_EQ(seen, (std::vector<std::string>{"", "first,"}));
+  Json after = Apply(pod, resp);
+  EXPECT_EQ(after["metadata"]["labels"], Json::parse(R"({"first": "true", "second": "true"})"));
+}
+
+}  // namespace
+}  // namespace kruise::manager::webhook
