@@ -61,7 +61,9 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
         absl::Status st = ValidateImagePullJobStatus(DefaultImagePullJob(req.object));
-        if (!st.ok()) return webhook::Denied(422, std::string(st.message()), "Invalid");
+        // 422 without reason "Invalid", as controller-runtime's Errored(): kubectl 1.20 prints
+        // only "The request is invalid" for reason Invalid without status details.
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
         return webhook::Allowed();
       });
   for (const char* p :

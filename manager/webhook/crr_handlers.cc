@@ -88,7 +88,7 @@ AdmissionResponse CrrMutator::Handle(const AdmissionRequest& request) {
   const Json empty_spec = Json::object();
   const Json* spec_ptr = Field(original, "spec");
   const Json& spec = spec_ptr != nullptr ? *spec_ptr : empty_spec;
-  if (std::string err = ValidateCrrSpec(spec); !err.empty()) return Denied(422, err, "Invalid");
+  if (std::string err = ValidateCrrSpec(spec); !err.empty()) return Denied(422, err);
 
   std::string ns = request.namespace_;
   if (ns.empty()) ns = StringField(original.value("metadata", Json::object()), "namespace");
@@ -137,8 +137,7 @@ AdmissionResponse CrrMutator::Handle(const AdmissionRequest& request) {
     std::string name = StringField(c, "name");
     const Json* pc = FindByName(pod_containers, name);
     if (pc == nullptr) {
-      return Denied(422, absl::StrCat("container ", name, " is not in pod ", ns, "/", pod_name),
-                    "Invalid");
+      return Denied(422, absl::StrCat("container ", name, " is not in pod ", ns, "/", pod_name));
     }
     c.erase("preStop");
     c.erase("ports");
@@ -168,14 +167,14 @@ AdmissionResponse CrrValidator::Handle(const AdmissionRequest& request) {
   if (request.operation == "CREATE") {
     const Json* spec = Field(request.object, "spec");
     std::string err = ValidateCrrSpec(spec != nullptr ? *spec : Json());
-    return err.empty() ? Allowed() : Denied(422, err, "Invalid");
+    return err.empty() ? Allowed() : Denied(422, err);
   }
   if (request.operation != "UPDATE") return Allowed();
   const Json* old_spec = Field(request.old_object, "spec");
   const Json* new_spec = Field(request.object, "spec");
   if ((old_spec == nullptr) != (new_spec == nullptr) ||
       (old_spec != nullptr && *old_spec != *new_spec)) {
-    return Denied(422, "spec of a ContainerRecreateRequest is immutable", "Invalid");
+    return Denied(422, "spec of a ContainerRecreateRequest is immutable");
   }
   auto label = [](const Json& obj, const char* key) -> std::string {
     const Json* meta = Field(obj, "metadata");
@@ -184,7 +183,7 @@ AdmissionResponse CrrValidator::Handle(const AdmissionRequest& request) {
   };
   for (const char* key : {kCrrPodUidLabel, kCrrNodeNameLabel}) {
     if (label(request.old_object, key) != label(request.object, key)) {
-      return Denied(422, absl::StrCat("label ", key, " is immutable"), "Invalid");
+      return Denied(422, absl::StrCat("label ", key, " is immutable"));
     }
   }
   return Allowed();

@@ -74,7 +74,7 @@ AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
   for (const PodMutator* m : todo) {
     absl::Status st = m->Mutate(request, &mutated);
     if (!st.ok()) {
-      return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()), "Invalid");
+      return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
     }
   }
   return PatchResponse(pod, mutated);
