@@ -1,0 +1,693 @@
+#!/usr/bin/env bash
+# kruise-manager end to end on ../shared/kube-local (real kube-apiserver, kubelet, containerd and
+# registries), with kruise-daemon rolled out as a DaemonSet (as test/e2e/daemon does it).
+#
+# The two managers run as HOST PROCESSES, not as the Deployment: kube-local has no kube-proxy, so
+# the API server cannot reach a webhook through a Service (issue 5 allows this). Each replica sets
+# WEBHOOK_HOST=127.0.0.1 and registers its webhooks by URL (https://127.0.0.1:<port>/...). Two
+# processes cannot share one port (the webhook server never sets SO_REUSEPORT), so the replicas
+# listen on WEBHOOK_PORT base and base+1, and the URL in the webhook configurations is the port of
+# whichever replica wrote them last (each rewrites them at start-up and on its one-minute resync).
+# Both serve the same CA, so either URL works while both run; after the URL's replica dies, the
+# webhooks fail until the survivor's next resync (measured in step 6). The managers use a
+# kubeconfig with the token of the ServiceAccount kruise-manager, so deploy/'s RBAC is exercised.
+#
+#   1. deploy/overlays/kube-local without the manager Deployment (CRDs, namespaces, RBAC, Service,
+#      webhook configurations, the daemon DaemonSet pinned to a freshly built image); two managers
+#      with leader election (lease 4 s / renew 3 s / retry 1 s): both /readyz 200 with one CA, one
+#      Lease holder;
+#   2. ImagePullJob over the node from the TLS + basic-auth registry with a pull secret: the copy in
+#      kruise-daemon-config, the NodeImage tag owned by the job -> Succeeded -> job succeeded=1 with
+#      completionTime -> ttlSecondsAfterFinished deletes the job -> the copy is gone;
+#   3. an invalid ImagePullJob is denied by kubectl with the webhook's message;
+#   4. a ContainerRecreateRequest with only podName + a container name: the webhook adds the labels
+#      and statusContext, it ends Completed/Succeeded and the kubelet reports restartCount + 1;
+#   5. Secret kruise-webhook-certs deleted: recreated with a new CA, caBundle of both webhook
+#      configurations and both replicas' cert dirs follow, admission works again;
+#   6. kill -9 of the leader while a job's pull runs (through a throttling proxy): the other replica
+#      takes the Lease and completes the job; the webhook URL moves to it;
+#   7. both managers stopped: pods in kube-system and in a normal namespace are still created
+#      (pod webhook failurePolicy Ignore), an ImagePullJob is refused (failurePolicy Fail).
+#
+# Everything it creates is deleted again, also on failure (managers, webhook configurations, RBAC,
+# Service, DaemonSet, the certificate Secret, Lease, NodeImage, pull-secret copies, test namespace);
+# CRDs and the two kruise namespaces are left. Every wait polls a condition with a deadline.
+#
+# Usage: manager_e2e.sh KRUISE_MANAGER_BINARY KRUISE_DAEMON_BINARY
+# Exit 0 when everything passed, or (SKIP message) when kube-local is absent and
+# KRUISE_E2E_REQUIRED is not 1. Environment: KRUISE_KUBE_LOCAL_ENV (default
+# ${KUBE_LOCAL_STATE:-/tmp/kube-local}/env), KRUISE_E2E_MANAGER_PORT_BASE (default 16440; uses
+# base..base+6: webhooks, health, metrics of the two managers, the throttling proxy).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+MANAGER=${1:-}
+DAEMON=${2:-}
+T0=$SECONDS
+
+say() { echo "[$(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*"; }
+die() {
+  say "FAIL $*"
+  exit 1
+}
+skip_or_fail() {
+  if [ "${KRUISE_E2E_REQUIRED:-0}" = 1 ]; then
+    echo "FAIL (KRUISE_E2E_REQUIRED=1): $*"
+    exit 1
+  fi
+  echo "SKIP: $*"
+  exit 0
+}
+now_ms() { date +%s%3N; }
+secs() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
+
+[ -n "$MANAGER" ] && [ -x "$MANAGER" ] && [ -n "$DAEMON" ] && [ -x "$DAEMON" ] ||
+  die "usage: $0 KRUISE_MANAGER_BINARY KRUISE_DAEMON_BINARY (got '${MANAGER}' '${DAEMON}')"
+MANAGER=$(readlink -f "$MANAGER")
+DAEMON=$(readlink -f "$DAEMON")
+
+ENV_FILE=${KRUISE_KUBE_LOCAL_ENV:-${KUBE_LOCAL_STATE:-/tmp/kube-local}/env}
+[ -f "$ENV_FILE" ] || skip_or_fail "no kube-local env file at $ENV_FILE (start ../shared/kube-local/up)"
+# shellcheck disable=SC1090
+. "$ENV_FILE"
+[ "${KUBE_LOCAL_MODE:-full}" = full ] && [ -n "${KUBE_LOCAL_REGISTRY:-}" ] ||
+  skip_or_fail "kube-local runs without a node (--control-plane-only)"
+KUBECTL=${KUBE_LOCAL_KUBECTL:-$(command -v kubectl)}
+[ -x "$KUBECTL" ] || skip_or_fail "no kubectl"
+for tool in jq curl umoci skopeo ctr python3 base64; do
+  command -v "$tool" >/dev/null || skip_or_fail "$tool is required"
+done
+k() { timeout 60 "$KUBECTL" "$@"; }
+k get --raw /readyz >/dev/null 2>&1 || skip_or_fail "kube-local's API server does not answer"
+[ "$(k get node "$KUBE_LOCAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
+  skip_or_fail "node $KUBE_LOCAL_NODE_NAME is not Ready"
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+
+NODE=$KUBE_LOCAL_NODE_NAME
+REG=$KUBE_LOCAL_REGISTRY
+REG_TLS=$KUBE_LOCAL_REGISTRY_TLS
+BB=$KUBE_LOCAL_BUSYBOX_IMAGE
+# shellcheck disable=SC2206 # a command line, split on purpose
+CTR=($KUBE_LOCAL_CTR)
+BASE=${KRUISE_E2E_MANAGER_PORT_BASE:-16440}
+HOOK_A=$BASE HOOK_B=$((BASE + 1))
+HEALTH_A=$((BASE + 2)) HEALTH_B=$((BASE + 3))
+METRICS_A=$((BASE + 4)) METRICS_B=$((BASE + 5))
+PROXY=127.0.0.1:$((BASE + 6))
+KNS=kruise-system
+DNS=kruise-daemon-config
+NS=kruise-e2e-manager
+CERT_SECRET=kruise-webhook-certs
+LEASE=kruise-manager
+MWC=kruise-mutating-webhook-configuration
+VWC=kruise-validating-webhook-configuration
+PULL_SECRET=kl-tls
+IMG_TLS=$REG_TLS/busybox # step 2, tag v1
+IMG_SLOW=$PROXY/sized    # step 6, tag 10m, through the throttling proxy
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/manager-e2e.XXXXXX")
+declare -A MPID        # manager pid by replica (a, b)
+declare -A HOOK=([a]=$HOOK_A [b]=$HOOK_B)
+declare -A HEALTH=([a]=$HEALTH_A [b]=$HEALTH_B)
+declare -A METRICS=([a]=$METRICS_A [b]=$METRICS_B)
+PIDS=()
+RESULTS=()
+result() {
+  RESULTS+=("$*")
+  say "ok   $*"
+}
+STEP=0
+STEP_T=0
+step() {
+  STEP=$1
+  STEP_T=$(now_ms)
+  say "=== step $1: $2"
+}
+step_done() {
+  local ms=$(($(now_ms) - STEP_T))
+  result "step $STEP ($(secs "$ms")s): $*"
+}
+
+# --- cleanup -------------------------------------------------------------------------------------
+alive() { # PID: running and not a zombie
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ "$st" != Z* ]]
+}
+stop_pid() { # PID (a child): SIGTERM, up to 5 s, then SIGKILL; reaped
+  local pid=$1
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+# Jobs and CRRs of the test namespace keep finalizers that only a running manager removes.
+strip_finalizers() {
+  local kind name
+  for kind in imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io; do
+    for name in $(k -n "$NS" get "$kind" -o name 2>/dev/null); do
+      k -n "$NS" patch "$name" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+    done
+  done
+}
+delete_leftovers() { # everything but the DaemonSet objects
+  # Webhook configurations first: with no manager their failurePolicy Fail entries would refuse
+  # every later write of ImagePullJobs, CRRs and NodeImages (also other tests' ones).
+  k delete mutatingwebhookconfiguration "$MWC" --ignore-not-found >/dev/null 2>&1
+  k delete validatingwebhookconfiguration "$VWC" --ignore-not-found >/dev/null 2>&1
+  strip_finalizers
+  # Pods first, at once: the namespace then goes in seconds, not after the kubelet's next sync.
+  k -n "$NS" delete pods --all --grace-period=0 --force >/dev/null 2>&1
+  k delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+  k -n "$KNS" delete secret "$CERT_SECRET" --ignore-not-found >/dev/null 2>&1
+  k -n "$KNS" delete lease "$LEASE" --ignore-not-found >/dev/null 2>&1
+  k -n kube-system delete pod kruise-e2e-manager-ks --ignore-not-found --grace-period=0 --force \
+    >/dev/null 2>&1
+  # Pull-secret copies made for jobs of our namespace.
+  local copies
+  copies=$(k -n "$DNS" get secrets -o json 2>/dev/null | jq -r --arg ns "$NS/" '.items[]
+    | select((.metadata.annotations["imagepulljobs.kruise.io/source-key"] // "") | startswith($ns))
+    | .metadata.name')
+  [ -z "$copies" ] || k -n "$DNS" delete secret $copies --ignore-not-found >/dev/null 2>&1
+  k delete nodeimages.apps.kruise.io "$NODE" --ignore-not-found --wait=false >/dev/null 2>&1
+}
+remove_slow_image() { # every name of the step 6 image in containerd, so its pull is cold
+  local digest refs
+  digest=$(awk '$1 == "sized:10m" { print $2 }' "$KUBE_LOCAL_IMAGE_DIGESTS" 2>/dev/null)
+  [ -n "$digest" ] || return 0
+  mapfile -t refs < <("${CTR[@]}" images ls 2>/dev/null | awk -v d="$digest" 'NR > 1 && $3 == d { print $1 }')
+  [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm --sync "${refs[@]}" >/dev/null 2>&1
+}
+daemon_pods_gone() {
+  [ -z "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]
+}
+# The kubelet here sometimes keeps a stopped pod for a minute more (KillContainer: NotFound in its
+# log): once nothing listens on the agent's port (10221, overlays/kube-local) the objects go.
+daemon_stopped() {
+  daemon_pods_gone && return 0
+  (exec 3<>/dev/tcp/127.0.0.1/10221) 2>/dev/null && return 1
+  k -n "$KNS" delete pods -l control-plane=daemon --grace-period=0 --force >/dev/null 2>&1
+  daemon_pods_gone
+}
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$rc" != 0 ]; then
+    for r in a b; do
+      [ -f "$WORK/manager-$r.log" ] || continue
+      say "manager $r log (tail):"
+      tail -n 25 "$WORK/manager-$r.log" | sed 's/^/    /'
+    done
+    if [ -n "${DAEMON_POD:-}" ]; then
+      say "daemon pod log (tail):"
+      k -n "$KNS" logs "$DAEMON_POD" --tail=20 2>/dev/null | sed 's/^/    /'
+    fi
+  fi
+  local t0=$SECONDS
+  for r in a b; do [ -n "${MPID[$r]:-}" ] && stop_pid "${MPID[$r]}"; done
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  say "cleanup: processes stopped ($((SECONDS - t0))s)"
+  delete_leftovers
+  say "cleanup: test objects deleted ($((SECONDS - t0))s)"
+  [ -f "$WORK/own-objects.yaml" ] &&
+    k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
+  # The next DaemonSet pod needs the host port: wait (bounded) for ours to be gone.
+  local deadline=$((SECONDS + 60))
+  until daemon_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+  say "cleanup: DaemonSet and RBAC deleted ($((SECONDS - t0))s)"
+  remove_slow_image
+  rm -rf "$WORK"
+  say "cleanup done in $((SECONDS - t0))s"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# Polls "$@" every 0.2 s until it succeeds; fails the test after $1 seconds with $2 as reason.
+wait_for() {
+  local secs=$1 what=$2
+  shift 2
+  local deadline=$(($(now_ms) + secs * 1000))
+  until "$@"; do
+    [ "$(now_ms)" -lt "$deadline" ] || die "timed out after ${secs}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+# --- 0. leftovers of an interrupted run ----------------------------------------------------------
+for port in "$HOOK_A" "$HOOK_B" "$HEALTH_A" "$HEALTH_B" "$METRICS_A" "$METRICS_B" "${PROXY#*:}"; do
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || die "port $port is in use (KRUISE_E2E_MANAGER_PORT_BASE)"
+done
+delete_leftovers
+k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1
+
+# --- 1. deploy, daemon, two managers -------------------------------------------------------------
+step 1 "deploy/ (CRDs, namespaces, RBAC, webhooks, daemon DaemonSet) and two manager processes"
+"$ROOT/scripts/build-image" kruise-daemon "$DAEMON" --user 0:0 --tag manager-e2e --out "$WORK/image" \
+  --push "$REG" >"$WORK/build-image.log" 2>&1 || {
+  cat "$WORK/build-image.log"
+  die "scripts/build-image failed"
+}
+ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
+DIGEST=$(curl -sfI -H "$ACCEPT" "http://$REG/v2/kruise-cpp/kruise-daemon/manifests/manager-e2e" |
+  tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
+[[ "$DIGEST" == sha256:* ]] || die "no digest for the pushed daemon image"
+DAEMON_IMAGE=$REG/kruise-cpp/kruise-daemon@$DIGEST
+
+# The kube-local overlay minus the manager Deployment (the managers run on the host, see above).
+k kustomize "$ROOT/deploy/overlays/kube-local" >"$WORK/rendered.yaml" || die "kustomize failed"
+python3 - "$WORK/rendered.yaml" "$DAEMON_IMAGE" "$WORK/own-objects.yaml" <<'EOF' || die "rendering failed"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+docs = [d for d in docs if d["kind"] != "Deployment"]
+for d in docs:
+    if d["kind"] == "DaemonSet":
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            c["image"] = sys.argv[2]
+            c["imagePullPolicy"] = "IfNotPresent"
+yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
+own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
+yaml.safe_dump_all(own, open(sys.argv[3], "w"))
+EOF
+k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || {
+  cat "$WORK/apply.log"
+  die "kubectl apply failed"
+}
+k wait --for condition=established --timeout=60s crd/nodeimages.apps.kruise.io \
+  crd/imagepulljobs.apps.kruise.io crd/containerrecreaterequests.apps.kruise.io >/dev/null ||
+  die "CRDs not established"
+
+# Kubeconfig of the ServiceAccount kruise-manager (its token Secret comes from the token controller).
+sa_token() {
+  local secret
+  secret=$(k -n "$KNS" get sa kruise-manager -o jsonpath='{.secrets[0].name}' 2>/dev/null)
+  [ -n "$secret" ] && TOKEN=$(k -n "$KNS" get secret "$secret" -o jsonpath='{.data.token}' 2>/dev/null |
+    base64 -d) && [ -n "$TOKEN" ]
+}
+wait_for 30 "the token of ServiceAccount $KNS/kruise-manager" sa_token
+(
+  umask 077
+  cat >"$WORK/manager.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kube-local
+  cluster: {server: "$KUBE_LOCAL_APISERVER", certificate-authority: "$KUBE_LOCAL_CA"}
+users:
+- name: kruise-manager
+  user: {token: "$TOKEN"}
+contexts:
+- name: kruise-manager
+  context: {cluster: kube-local, user: kruise-manager, namespace: $KNS}
+current-context: kruise-manager
+EOF
+)
+unset TOKEN
+
+start_manager() { # REPLICA
+  local r=$1
+  env POD_NAMESPACE="$KNS" WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT="${HOOK[$r]}" \
+    WEBHOOK_CERT_DIR="$WORK/certs-$r" \
+    "$MANAGER" --kubeconfig "$WORK/manager.kubeconfig" --enable-leader-election \
+    --leader-election-namespace="$KNS" --leader-election-lease-duration=4s \
+    --leader-election-renew-deadline=3s --leader-election-retry-period=1s \
+    --health-probe-addr="127.0.0.1:${HEALTH[$r]}" --metrics-addr="127.0.0.1:${METRICS[$r]}" \
+    --feature-gates=ImagePullJobGate=true --nodeimage-creation-delay=0s \
+    >"$WORK/manager-$r.log" 2>&1 &
+  MPID[$r]=$!
+}
+ready() { # REPLICA
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:${HEALTH[$1]}/readyz")" = 200 ]
+}
+lease_holder() { k -n "$KNS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+# The replica (a/b) whose log says it acquired the Lease now held; "" if none.
+leader_replica() {
+  local holder r
+  holder=$(lease_holder)
+  [ -n "$holder" ] || return 1
+  for r in a b; do
+    grep -qF "$holder acquired lease" "$WORK/manager-$r.log" && echo "$r" && return 0
+  done
+  return 1
+}
+has_leader() { LEADER=$(leader_replica) && [ -n "$LEADER" ]; }
+
+# The daemon and both managers start together.
+t_daemon=$(now_ms)
+T_MGR=$(now_ms)
+start_manager a
+start_manager b
+wait_for 60 "manager a /readyz" ready a
+READY_A_MS=$(($(now_ms) - T_MGR))
+wait_for 60 "manager b /readyz" ready b
+READY_B_MS=$(($(now_ms) - T_MGR))
+wait_for 30 "a Lease holder among the managers" has_leader
+LEAD_MS=$(($(now_ms) - T_MGR))
+cmp -s "$WORK/certs-a/ca-cert.pem" "$WORK/certs-b/ca-cert.pem" || die "the replicas serve different CAs"
+CA1=$(k -n "$KNS" get secret "$CERT_SECRET" -o jsonpath='{.data.ca-cert\.pem}' | base64 -d)
+[ "$CA1" = "$(cat "$WORK/certs-a/ca-cert.pem")" ] || die "the replicas' CA is not the Secret's"
+timeout 150 "$KUBECTL" -n "$KNS" rollout status ds/kruise-daemon --timeout=140s >/dev/null ||
+  die "DaemonSet kruise-daemon did not roll out"
+daemon_pod_ready() {
+  DAEMON_POD=$(k -n "$KNS" get pods -l control-plane=daemon -o json | jq -r --arg img "$DAEMON_IMAGE" \
+    '[.items[] | select(.metadata.deletionTimestamp == null)
+       | select(.spec.containers[0].image == $img)
+       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))][0].metadata.name // empty')
+  [ -n "$DAEMON_POD" ]
+}
+wait_for 60 "a Ready daemon pod" daemon_pod_ready
+DAEMON_MS=$(($(now_ms) - t_daemon))
+# Which port the webhook configurations call.
+hook_ports() { # CONFIG-KIND NAME -> distinct ports of the entries' URLs
+  k get "$1" "$2" -o json | jq -r '[.webhooks[].clientConfig.url // empty | capture(":(?<p>[0-9]+)/").p] | unique | join(",")'
+}
+URL_PORT=$(hook_ports mutatingwebhookconfiguration "$MWC")
+for r in a b; do # both registered their URL (the last writer's stays)
+  grep -q "updated MutatingWebhookConfiguration $MWC" "$WORK/manager-$r.log" ||
+    die "manager $r did not register its webhook URL"
+done
+step_done "managers a (webhook :$HOOK_A) and b (:$HOOK_B) /readyz 200 after $(secs "$READY_A_MS")s / $(secs "$READY_B_MS")s, one CA in both, Lease held by $LEADER after $(secs "$LEAD_MS")s; webhook URLs on port $URL_PORT; daemon pod $DAEMON_POD Ready after $(secs "$DAEMON_MS")s"
+
+# The CRR target of step 4 starts meanwhile. PID 1 ignores SIGTERM without a handler (notes:
+# containerd item 4), hence the trap.
+k create namespace "$NS" >/dev/null || die "creating namespace $NS"
+cat >"$WORK/pod.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: crr-target, namespace: $NS}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: $BB
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+EOF
+k apply -f "$WORK/pod.yaml" >/dev/null || die "creating pod crr-target"
+
+# --- 2. ImagePullJob with a private-registry secret ----------------------------------------------
+step 2 "ImagePullJob from the TLS + basic-auth registry with a pull secret, TTL deletion"
+k -n "$NS" create secret docker-registry "$PULL_SECRET" --docker-server="$REG_TLS" \
+  --docker-username="$KUBE_LOCAL_REGISTRY_TLS_USER" \
+  --docker-password="$KUBE_LOCAL_REGISTRY_TLS_PASSWORD" >/dev/null || die "creating the pull secret"
+SRC_UID=$(k -n "$NS" get secret "$PULL_SECRET" -o jsonpath='{.metadata.uid}')
+cat >"$WORK/job-tls.yaml" <<EOF
+apiVersion: apps.kruise.io/v1beta1
+kind: ImagePullJob
+metadata: {name: pull-tls, namespace: $NS}
+spec:
+  image: $IMG_TLS:v1
+  parallelism: 1
+  selector: {names: [$NODE]}
+  pullSecrets: [$PULL_SECRET]
+  imagePullPolicy: Always
+  pullPolicy: {timeoutSeconds: 60, backoffLimit: 1}
+  completionPolicy: {type: Always, activeDeadlineSeconds: 120, ttlSecondsAfterFinished: 5}
+EOF
+# The pull from the local registry takes well under a second and the job releases its secret copy
+# as soon as it completes, so the copy and the tag are checked in watch histories.
+"$KUBECTL" -n "$DNS" get secrets -l "imagepulljobs.kruise.io/source-uid=$SRC_UID" --watch \
+  --output-watch-events -o json >"$WORK/copies.watch" 2>"$WORK/copies.err" &
+PIDS+=($!)
+"$KUBECTL" get nodeimages.apps.kruise.io --field-selector "metadata.name=$NODE" --watch -o json \
+  >"$WORK/ni.watch" 2>"$WORK/ni.err" &
+PIDS+=($!)
+watching() { [ -s "$WORK/ni.watch" ]; } # the NodeImage's current version arrived
+wait_for 10 "the NodeImage watch" watching
+t=$(now_ms)
+k create -f "$WORK/job-tls.yaml" -o json >"$WORK/job-tls.json" || die "creating ImagePullJob pull-tls"
+JOB_UID=$(jq -r .metadata.uid "$WORK/job-tls.json")
+copies_of_source() {
+  k -n "$DNS" get secrets -l "imagepulljobs.kruise.io/source-uid=$SRC_UID" -o json 2>/dev/null |
+    jq -r '.items[].metadata.name'
+}
+ni_json() { k get nodeimages.apps.kruise.io "$NODE" -o json >"$WORK/ni.json" 2>/dev/null; }
+# The job's tag in the NodeImage spec (owner reference = the job).
+tag_written() { # IMAGE TAG JOB_UID
+  ni_json && jq -e --arg i "$1" --arg t "$2" --arg u "$3" '.spec.images[$i].tags[]?
+    | select(.tag == $t) | select(any(.ownerReferences[]?; .uid == $u))' "$WORK/ni.json" >/dev/null
+}
+tag_phase() { # IMAGE TAG
+  jq -r --arg i "$1" --arg t "$2" \
+    '(.status.imageStatuses[$i].tags // [])[] | select(.tag == $t) | .phase // empty' "$WORK/ni.json"
+}
+tag_is() { ni_json && [ "$(tag_phase "$1" "$2")" = "$3" ]; }
+job_json() { k -n "$NS" get imagepulljobs.apps.kruise.io "$1" -o json >"$WORK/job-$1.json" 2>/dev/null; }
+job_completed() { # JOB: succeeded=1, completionTime set
+  job_json "$1" && jq -e '.status.succeeded == 1 and (.status.completionTime // "") != ""' \
+    "$WORK/job-$1.json" >/dev/null
+}
+job_gone() { ! k -n "$NS" get imagepulljobs.apps.kruise.io "$1" >/dev/null 2>&1; }
+wait_for 60 "job pull-tls to complete" job_completed pull-tls
+DONE_MS=$(($(now_ms) - t))
+status=$(jq -c '.status | {desired, succeeded, failed, active, completionTime}' "$WORK/job-pull-tls.json")
+[ "$(jq -r .desired <<<"$status")" = 1 ] && [ "$(jq -r .failed <<<"$status")" = 0 ] ||
+  die "job pull-tls status: $status"
+wait_for 30 "job pull-tls to be deleted by its TTL (5 s)" job_gone pull-tls
+TTL_MS=$(($(now_ms) - t))
+no_copy() { [ -z "$(copies_of_source)" ]; }
+wait_for 20 "the copy of $PULL_SECRET to be removed" no_copy
+# Histories: exactly one copy, added then deleted; the tag owned by the job, naming the copy as
+# its pull secret, went Succeeded.
+for pid in "${PIDS[@]: -2}"; do stop_pid "$pid"; done
+events=$(jq -r '"\(.type) \(.object.metadata.name)"' "$WORK/copies.watch" | uniq | tr '\n' ' ')
+COPY=$(jq -r 'select(.type == "ADDED") | .object.metadata.name' "$WORK/copies.watch" | sort -u)
+[ "$(wc -w <<<"$COPY")" = 1 ] && [[ "$events" == "ADDED $COPY "*"DELETED $COPY " ]] &&
+  [ "$(jq -r .object.metadata.name "$WORK/copies.watch" | sort -u)" = "$COPY" ] ||
+  die "copies of $PULL_SECRET in $DNS: events '$events'"
+owned=$(jq -c --arg i "$IMG_TLS" --arg u "$JOB_UID" 'select(any(.spec.images[$i].tags[]?;
+  any(.ownerReferences[]?; .uid == $u))) | [.spec.images[$i].pullSecrets[]? | "\(.namespace)/\(.name)"]' \
+  "$WORK/ni.watch" | sort -u | tr '\n' ' ')
+[ "$owned" = "[\"$DNS/$COPY\"] " ] || die "NodeImage tag of the job with pull secrets: '$owned', want $DNS/$COPY"
+phases=$(jq -r --arg i "$IMG_TLS" '(.status.imageStatuses[$i].tags // [])[] | select(.tag == "v1") | .phase' \
+  "$WORK/ni.watch" | uniq | tr '\n' ' ')
+grep -q "Succeeded" <<<"$phases" || die "$IMG_TLS:v1 never Succeeded on $NODE: $phases"
+step_done "pull-tls: copy $DNS/$COPY made and used as the tag's pull secret, tag phases: ${phases}; job complete after $(secs "$DONE_MS")s ($status), deleted by its TTL after $(secs "$TTL_MS")s, copy events: $events"
+
+# --- 3. invalid objects -------------------------------------------------------------------------
+step 3 "an invalid ImagePullJob (and a CRR for an unknown container) is denied with a readable message"
+cat >"$WORK/job-bad.yaml" <<EOF
+apiVersion: apps.kruise.io/v1beta1
+kind: ImagePullJob
+metadata: {name: pull-bad, namespace: $NS}
+spec:
+  image: "$REG/Bad Image:1"
+  selector: {names: [$NODE]}
+  completionPolicy: {type: Always, activeDeadlineSeconds: 100}
+EOF
+denied() { # FILE WANT...: kubectl create -f FILE fails and prints every WANT
+  local f=$1 out
+  shift
+  if k create -f "$f" >"$f.out" 2>&1; then die "$f was accepted"; fi
+  out=$(cat "$f.out")
+  for want in "$@"; do
+    grep -qF "$want" <<<"$out" || die "denial message lacks '$want': $out"
+  done
+  DENIAL=$out
+}
+denied "$WORK/job-bad.yaml" 'admission webhook "vimagepulljob.kb.io" denied the request: ' \
+  'spec.image: invalid image' \
+  'spec.completionPolicy.activeDeadlineSeconds: must not be less than pullPolicy.timeoutSeconds (600)'
+job_gone pull-bad || die "the invalid job exists"
+JOB_DENIAL=$DENIAL
+cat >"$WORK/crr-bad.yaml" <<EOF
+apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata: {name: crr-bad, namespace: $NS}
+spec:
+  podName: crr-target
+  containers: [{name: nope}]
+EOF
+# The pod must run for the container check (else "not scheduled" / "not active").
+pod_ready() {
+  [ "$(k -n "$NS" get pod "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+wait_for 90 "pod crr-target to be Ready" pod_ready crr-target
+denied "$WORK/crr-bad.yaml" 'admission webhook "mcontainerrecreaterequest.kb.io" denied the request: ' \
+  "container nope is not in pod $NS/crr-target"
+step_done "kubectl: '$JOB_DENIAL' / '$DENIAL'"
+
+# --- 4. CRR with only podName and a container ----------------------------------------------------
+step 4 "a minimal ContainerRecreateRequest is defaulted by the webhook and restarts the container"
+k -n "$NS" get pod crr-target -o json >"$WORK/pod.json" || die "reading pod crr-target"
+POD_UID=$(jq -r .metadata.uid "$WORK/pod.json")
+OLD_ID=$(jq -r '.status.containerStatuses[0].containerID' "$WORK/pod.json")
+OLD_COUNT=$(jq -r '.status.containerStatuses[0].restartCount' "$WORK/pod.json")
+make_crr() { # NAME
+  cat <<EOF | k create -f - -o json >"$WORK/crr-$1.json" || die "creating CRR $1"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata: {name: $1, namespace: $NS}
+spec:
+  podName: crr-target
+  containers:
+  - name: app
+EOF
+}
+check_crr_defaults() { # NAME: what the mutating webhook must have added
+  local f=$WORK/crr-$1.json
+  [ "$(jq -r '.metadata.labels["crr.apps.kruise.io/node-name"]' "$f")" = "$NODE" ] &&
+    [ "$(jq -r '.metadata.labels["crr.apps.kruise.io/pod-uid"]' "$f")" = "$POD_UID" ] &&
+    [ "$(jq -r '.metadata.labels["crr.apps.kruise.io/active"]' "$f")" = true ] ||
+    die "CRR $1 lacks the webhook's labels: $(jq -c .metadata.labels "$f")"
+}
+t=$(now_ms)
+make_crr crr-min
+check_crr_defaults crr-min
+ctx=$(jq -c '.spec.containers[0].statusContext' "$WORK/crr-crr-min.json")
+[ "$(jq -r .containerID <<<"$ctx")" = "$OLD_ID" ] || die "CRR statusContext $ctx, pod container $OLD_ID"
+strategy=$(jq -c '.spec.strategy' "$WORK/crr-crr-min.json")
+crr_completed() {
+  k -n "$NS" get containerrecreaterequests.apps.kruise.io "$1" -o json >"$WORK/crr-$1.json" 2>/dev/null &&
+    [ "$(jq -r '.status.phase // empty' "$WORK/crr-$1.json")" = Completed ]
+}
+wait_for 60 "CRR crr-min to complete" crr_completed crr-min
+CRR_MS=$(($(now_ms) - t))
+phase=$(jq -r '.status.containerRecreateStates[]? | select(.name == "app") | .phase' "$WORK/crr-crr-min.json")
+[ "$phase" = Succeeded ] || die "CRR crr-min container app ended '$phase': $(jq -c .status "$WORK/crr-crr-min.json")"
+restarted() {
+  k -n "$NS" get pod crr-target -o json >"$WORK/pod.json" 2>/dev/null &&
+    jq -e --arg id "$OLD_ID" --argjson n $((OLD_COUNT + 1)) '.status.containerStatuses[0]
+      | .containerID != $id and .restartCount == $n and .state.running != null' "$WORK/pod.json" >/dev/null
+}
+wait_for 30 "the kubelet to report app restarted" restarted
+inactive() {
+  k -n "$NS" get containerrecreaterequests.apps.kruise.io crr-min -o json 2>/dev/null |
+    jq -e '.metadata.labels["crr.apps.kruise.io/active"] == null' >/dev/null
+}
+wait_for 20 "the active label of crr-min to be dropped" inactive
+step_done "crr-min got labels node-name=$NODE, pod-uid, active=true, statusContext $ctx, strategy $strategy; Completed/Succeeded after $(secs "$CRR_MS")s, restartCount $OLD_COUNT -> $((OLD_COUNT + 1)), active label dropped"
+
+# --- 5. webhook certificate Secret deleted -------------------------------------------------------
+step 5 "Secret $CERT_SECRET deleted: new CA, caBundle updated, admission still works"
+k -n "$KNS" delete secret "$CERT_SECRET" >/dev/null || die "deleting $CERT_SECRET"
+t=$(now_ms)
+new_ca() {
+  CA2=$(k -n "$KNS" get secret "$CERT_SECRET" -o jsonpath='{.data.ca-cert\.pem}' 2>/dev/null | base64 -d) &&
+    [ -n "$CA2" ] && [ "$CA2" != "$CA1" ]
+}
+wait_for 75 "$CERT_SECRET to be recreated with a new CA" new_ca
+RECREATED_MS=$(($(now_ms) - t))
+bundles_are() { # PEM: every caBundle of both configurations decodes to it
+  local kind name b
+  for kind in mutatingwebhookconfiguration:$MWC validatingwebhookconfiguration:$VWC; do
+    for b in $(k get "${kind%%:*}" "${kind#*:}" -o json | jq -r '.webhooks[].clientConfig.caBundle // "-"'); do
+      [ "$(base64 -d <<<"$b" 2>/dev/null)" = "$1" ] || return 1
+    done
+  done
+}
+wait_for 30 "the caBundles to carry the new CA" bundles_are "$CA2"
+BUNDLE_MS=$(($(now_ms) - t))
+# A real TLS handshake with each replica, trusting only the new CA (the PEMs are written first,
+# then the server's certificate reloader picks them up).
+echo "$CA2" >"$WORK/ca2.pem"
+serves_ca() { curl -sf --max-time 2 --cacert "$WORK/ca2.pem" "https://127.0.0.1:${HOOK[$1]}/healthz" >/dev/null; }
+wait_for 75 "manager a to serve a certificate of the new CA" serves_ca a
+wait_for 75 "manager b to serve a certificate of the new CA" serves_ca b
+BOTH_MS=$(($(now_ms) - t))
+wait_for 10 "manager a /readyz after the rotation" ready a
+wait_for 10 "manager b /readyz after the rotation" ready b
+make_crr crr-after-rotation
+check_crr_defaults crr-after-rotation
+URL_PORT=$(hook_ports mutatingwebhookconfiguration "$MWC")
+step_done "Secret recreated with a new CA after $(secs "$RECREATED_MS")s, caBundles updated after $(secs "$BUNDLE_MS")s, both replicas serving it after $(secs "$BOTH_MS")s (one-minute resync); CRR crr-after-rotation admitted and labelled through :$URL_PORT"
+
+# --- 6. kill -9 the leader mid-job ---------------------------------------------------------------
+step 6 "kill -9 the leader while a pull runs: the other replica takes over and completes the job"
+remove_slow_image
+"$ROOT/test/e2e/daemon/throttle_proxy.py" --listen "$PROXY" --upstream "http://$REG" \
+  --rate $((1 << 20)) --log "$WORK/proxy.log" >"$WORK/proxy.out" 2>&1 &
+PIDS+=($!)
+wait_for 10 "the throttling proxy on $PROXY" grep -q ready "$WORK/proxy.out"
+wait_for 10 "a Lease holder" has_leader
+OLD_LEADER=$LEADER
+SURVIVOR=$([ "$OLD_LEADER" = a ] && echo b || echo a)
+OLD_HOLDER=$(lease_holder)
+cat <<EOF | k create -f - -o json >"$WORK/job-slow.json" || die "creating ImagePullJob pull-slow"
+apiVersion: apps.kruise.io/v1beta1
+kind: ImagePullJob
+metadata: {name: pull-slow, namespace: $NS}
+spec:
+  image: $IMG_SLOW:10m
+  parallelism: 1
+  selector: {names: [$NODE]}
+  imagePullPolicy: Always
+  pullPolicy: {timeoutSeconds: 60, backoffLimit: 1}
+  completionPolicy: {type: Always, activeDeadlineSeconds: 120}
+EOF
+SLOW_UID=$(jq -r .metadata.uid "$WORK/job-slow.json")
+t=$(now_ms)
+slow_pulling() { tag_written "$IMG_SLOW" 10m "$SLOW_UID" && [ "$(tag_phase "$IMG_SLOW" 10m)" = Pulling ]; }
+wait_for 30 "$IMG_SLOW:10m to be Pulling" slow_pulling
+job_json pull-slow
+active=$(jq -r '.status.active // 0' "$WORK/job-pull-slow.json")
+exec 3>&2 2>/dev/null # without bash's "Killed" job notice
+kill -9 "${MPID[$OLD_LEADER]}"
+T_KILL=$(now_ms)
+wait "${MPID[$OLD_LEADER]}"
+exec 2>&3 3>&-
+unset "MPID[$OLD_LEADER]"
+say "killed leader $OLD_LEADER ($OLD_HOLDER) $(secs $((T_KILL - t)))s after creating pull-slow (tag Pulling, job active=$active)"
+took_over() {
+  local h
+  h=$(lease_holder)
+  [ -n "$h" ] && [ "$h" != "$OLD_HOLDER" ] && grep -qF "$h acquired lease" "$WORK/manager-$SURVIVOR.log"
+}
+wait_for 30 "manager $SURVIVOR to take the Lease" took_over
+TAKEOVER_MS=$(($(now_ms) - T_KILL))
+wait_for 60 "job pull-slow to complete" job_completed pull-slow
+SLOW_DONE_MS=$(($(now_ms) - T_KILL))
+ni_json
+[ "$(tag_phase "$IMG_SLOW" 10m)" = Succeeded ] || die "$IMG_SLOW:10m is $(tag_phase "$IMG_SLOW" 10m)"
+blob_gets=$(grep -c "^GET /v2/sized/blobs/" "$WORK/proxy.log")
+# The webhook URL: the dead replica's port until the survivor's next resync rewrites it.
+url_is_survivor() { [ "$(hook_ports mutatingwebhookconfiguration "$MWC")" = "${HOOK[$SURVIVOR]}" ] &&
+  [ "$(hook_ports validatingwebhookconfiguration "$VWC")" = "${HOOK[$SURVIVOR]}" ]; }
+wait_for 75 "the webhook URLs to point at manager $SURVIVOR" url_is_survivor
+URL_MS=$(($(now_ms) - T_KILL))
+# Deleting the job needs the survivor (finalizer, through its webhook).
+k -n "$NS" delete imagepulljobs.apps.kruise.io pull-slow --wait=false >/dev/null || die "deleting pull-slow"
+wait_for 30 "job pull-slow to be gone" job_gone pull-slow
+step_done "leader $OLD_LEADER killed mid-pull; $SURVIVOR took the Lease after $(secs "$TAKEOVER_MS")s (lease 4 s); pull-slow completed $(secs "$SLOW_DONE_MS")s after the kill ($blob_gets blob GETs); webhook URLs on the survivor's port $(secs "$URL_MS")s after the kill; job deleted through the survivor"
+
+# --- 7. both managers stopped --------------------------------------------------------------------
+step 7 "both managers stopped: pods are still created"
+kill "${MPID[$SURVIVOR]}"
+t=$(now_ms)
+exited() { ! alive "${MPID[$SURVIVOR]}"; }
+wait_for 20 "manager $SURVIVOR to exit on SIGTERM" exited
+wait "${MPID[$SURVIVOR]}"
+rc=$?
+unset "MPID[$SURVIVOR]"
+STOP_MS=$(($(now_ms) - t))
+[ "$rc" = 0 ] || die "manager $SURVIVOR exited $rc on SIGTERM"
+[ -z "$(lease_holder)" ] || die "the Lease is still held by $(lease_holder)"
+# Pods bound to a node that does not exist: created, never started.
+create_pod() { # NAMESPACE NAME; sets CREATE_MS
+  local t0
+  t0=$(now_ms)
+  cat <<EOF | k create -f - >"$WORK/pod-$2.out" 2>&1 || die "creating pod $1/$2 with the managers down: $(cat "$WORK/pod-$2.out")"
+apiVersion: v1
+kind: Pod
+metadata: {name: $2, namespace: $1}
+spec:
+  nodeName: kruise-e2e-nowhere
+  containers: [{name: c, image: $BB}]
+EOF
+  CREATE_MS=$(($(now_ms) - t0))
+}
+create_pod kube-system kruise-e2e-manager-ks
+KS_MS=$CREATE_MS
+create_pod "$NS" plain-pod
+NS_MS=$CREATE_MS
+ks_label=$(k get namespace kube-system -o jsonpath='{.metadata.labels.kubernetes\.io/metadata\.name}')
+k -n kube-system delete pod kruise-e2e-manager-ks --grace-period=0 --force >/dev/null 2>&1
+k -n "$NS" delete pod plain-pod --grace-period=0 --force >/dev/null 2>&1
+# Our own kinds keep failurePolicy Fail: refused while no replica answers.
+if k -n "$NS" create -f "$WORK/job-tls.yaml" --dry-run=server >"$WORK/job-down.out" 2>&1; then
+  die "an ImagePullJob was admitted with both managers down"
+fi
+grep -q 'failed calling webhook' "$WORK/job-down.out" || die "unexpected refusal: $(cat "$WORK/job-down.out")"
+why=$(grep -o 'connect: [a-z ]*' "$WORK/job-down.out" | head -1)
+step_done "manager $SURVIVOR exited 0 in $(secs "$STOP_MS")s, Lease released; pod in kube-system created in ${KS_MS} ms (namespace label kubernetes.io/metadata.name='${ks_label}': on 1.20 not excluded by the selector, admitted by failurePolicy Ignore), pod in $NS created in ${NS_MS} ms (failurePolicy Ignore); ImagePullJob refused: failed calling webhook (${why:-?})"
+
+say "all passed in $((SECONDS - T0))s"
+for r in "${RESULTS[@]}"; do echo "  $r"; done
