@@ -29,7 +29,7 @@ wait_port() {
   echo "server on $1 did not come up" >&2; return 1
 }
 
-echo "== ours: webhook-bench-server (C++, cpp-httplib + OpenSSL), CPU 0"
+echo "== ours: webhook-bench-server (C++, Boost.Beast + OpenSSL, simdjson decode), CPU 0"
 taskset -c 0 "$OURS" --cert "$work/tls.crt" --key "$work/tls.key" --addr 127.0.0.1:16511 \
   2>"$work/ours.log" &
 pids+=($!); ours=$!

@@ -17,7 +17,7 @@ absl::Notification* g_stop = nullptr;
 int main(int argc, char** argv) {
   CLI::App app{"admission webhook benchmark server"};
   std::string cert, key, addr = "127.0.0.1:16511";
-  int threads = 64;
+  int threads = 2;
   app.add_option("--cert", cert, "TLS certificate (PEM)")->required();
   app.add_option("--key", key, "TLS private key (PEM)")->required();
   app.add_option("--addr", addr, "listen address (host:port)");

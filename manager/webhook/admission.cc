@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "simdjson.h"
 
 namespace kruise::manager::webhook {
 namespace {
@@ -74,10 +75,89 @@ AdmissionResponse PatchResponse(const Json& original, const Json& mutated) {
   return PatchOpsResponse(Json::diff(original, mutated));
 }
 
+namespace {
+
+// simdjson's DOM -> nlohmann::json. simdjson finds the structure of a review several times faster
+// than nlohmann's character-at-a-time lexer, which was the largest cost of an admission.
+Json ToJson(simdjson::dom::element e, bool is_object_root = false);
+
+Json ObjectToJson(simdjson::dom::object obj, bool is_object_root) {
+  Json out = Json::object();
+  for (auto field : obj) {
+    std::string key(field.key);
+    if (is_object_root && key == "metadata" && field.value.is_object()) {
+      // managedFields: never read by a handler, never touched by a patch computed as a diff, and
+      // about half of a typical pod review.
+      Json meta = Json::object();
+      for (auto mf : simdjson::dom::object(field.value)) {
+        if (mf.key == "managedFields") continue;
+        meta.emplace(std::string(mf.key), ToJson(mf.value));
+      }
+      out.emplace(std::move(key), std::move(meta));
+      continue;
+    }
+    out.emplace(std::move(key), ToJson(field.value));
+  }
+  return out;
+}
+
+Json ToJson(simdjson::dom::element e, bool is_object_root) {
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT:
+      return ObjectToJson(simdjson::dom::object(e), is_object_root);
+    case simdjson::dom::element_type::ARRAY: {
+      Json out = Json::array();
+      for (simdjson::dom::element v : simdjson::dom::array(e)) out.push_back(ToJson(v));
+      return out;
+    }
+    case simdjson::dom::element_type::STRING:
+      return Json(std::string(std::string_view(e)));
+    case simdjson::dom::element_type::INT64:
+      return Json(int64_t(e));
+    case simdjson::dom::element_type::UINT64:
+      return Json(uint64_t(e));
+    case simdjson::dom::element_type::DOUBLE:
+      return Json(double(e));
+    case simdjson::dom::element_type::BOOL:
+      return Json(bool(e));
+    case simdjson::dom::element_type::NULL_VALUE:
+      return Json(nullptr);
+  }
+  return Json(nullptr);
+}
+
+}  // namespace
+
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
-  Json review = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (review.is_discarded()) {
-    return absl::InvalidArgumentError("request body is not valid JSON");
+  // One parser per thread keeps its buffers between reviews; a rare large review gets its own so
+  // that its buffers are freed with it.
+  constexpr size_t kReusedParserMax = 256 << 10;
+  thread_local simdjson::dom::parser reused;
+  simdjson::dom::parser large;
+  simdjson::dom::parser& parser = body.size() <= kReusedParserMax ? reused : large;
+  simdjson::dom::element doc;
+  if (auto error = parser.parse(body.data(), body.size()).get(doc); error != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request body is not valid JSON: ", simdjson::error_message(error)));
+  }
+  Json review;
+  if (doc.is_object()) {
+    review = Json::object();
+    for (auto field : simdjson::dom::object(doc)) {
+      std::string key(field.key);
+      if (key == "request" && field.value.is_object()) {
+        Json request = Json::object();
+        for (auto rf : simdjson::dom::object(field.value)) {
+          const bool object_root = rf.key == "object" || rf.key == "oldObject";
+          request.emplace(std::string(rf.key), ToJson(rf.value, object_root));
+        }
+        review.emplace(std::move(key), std::move(request));
+      } else {
+        review.emplace(std::move(key), ToJson(field.value));
+      }
+    }
+  } else {
+    review = ToJson(doc);
   }
   return DecodeAdmissionReviewJson(std::move(review));
 }

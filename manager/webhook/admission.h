@@ -93,6 +93,8 @@ AdmissionResponse PatchResponse(const Json& original, const Json& mutated);
 AdmissionResponse PatchOpsResponse(const Json& ops);
 
 // Decodes an AdmissionReview body. Moves `object`/`oldObject` out of the parsed document.
+// DecodeAdmissionReview leaves out `metadata.managedFields` of `object` and `oldObject` (no handler
+// reads them; a patch computed with PatchResponse never touches what both sides lack).
 // Errors: kInvalidArgument with a message fit for a 400 response.
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReviewJson(Json review);
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body);
@@ -104,10 +106,9 @@ Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionRespo
 struct HttpReply {
   int status = 200;
   std::string body;
-  // With the charset parameter on purpose: cpp-httplib gzips an exact "application/json" reply
-  // whenever the client accepts gzip (the apiserver's Go client always does), and setting up zlib
-  // per reply (a 256 KiB state, zeroed, then freed) cost more than the whole admission; our replies
-  // are a few hundred bytes.
+  // With the charset parameter on purpose: cpp-httplib (our server until the Beast one) gzips an
+  // exact "application/json" reply whenever the client accepts gzip, and setting up zlib per reply
+  // cost more than the whole admission; keep it so if a server ever compresses again.
   std::string content_type = "application/json; charset=utf-8";
 };
 // Decodes `body`, runs `handler`, encodes the answer. A malformed review gives 400 (text/plain
