@@ -8,6 +8,7 @@
 #include "kube/informer.h"
 #include "kube/object.h"
 #include "kube/resources.h"
+#include "manager/controllers/imagepull_util.h"
 #include "manager/controllers/imagepulljob_controller.h"
 #include "manager/controllers/nodeimage_controller.h"
 #include "manager/controllers/pull_secrets.h"
@@ -89,6 +90,7 @@ class ImagePullGroup : public ControllerGroup {
     };
     kube::InformerOptions o;
     o.resource = kube::resources::Nodes();
+    o.transform = CompactNodeForNodeImages;
     kube::Informer* nodes = make(o);
     o = {};
     o.resource = node_images;
@@ -132,7 +134,7 @@ class ImagePullGroup : public ControllerGroup {
     }
     o = {};
     o.resource = kube::resources::Pods();
-    o.transform = kube::CompactPodForControllers;
+    o.transform = CompactPodForImagePullJobs;
     o.indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
     kube::Informer* pods = make(o);
     o = {};
