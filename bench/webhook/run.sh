@@ -35,8 +35,16 @@ taskset -c 0 "$OURS" --cert "$work/tls.crt" --key "$work/tls.key" --addr 127.0.0
 pids+=($!); ours=$!
 wait_port 127.0.0.1:16511
 for path in mutate-pod validate-pod; do
-  echo "-- /$path"
+  echo "-- /$path (the Go peer's work)"
   "$PEERS/bench-webhook" "https://127.0.0.1:16511/$path" "$REVIEW" "$ours"
+done
+echo "-- /mutate-pod as kruise-manager serves it (readiness-gate chain; this pod needs no patch)"
+"$PEERS/bench-webhook" "https://127.0.0.1:16511/kruise/mutate-pod" "$REVIEW" "$ours"
+CRR=$ROOT/bench/webhook/review-crr-create.json
+for path in mutate-apps-kruise-io-v1alpha1-containerrecreaterequest \
+  validate-apps-kruise-io-v1alpha1-containerrecreaterequest; do
+  echo "-- /$path (ContainerRecreateRequest CREATE; the pod comes from bench/webhook/running-pod.json)"
+  "$PEERS/bench-webhook" "https://127.0.0.1:16511/$path" "$CRR" "$ours"
 done
 
 peer=
