@@ -128,6 +128,14 @@ step_done() {
   result "step $STEP ($(secs "$ms")s): $*"
 }
 
+# Before any cleanup trap: a busy port may be another run of this test.
+for port in "$HOOK_A" "$HOOK_B" "$HEALTH_A" "$HEALTH_B" "$METRICS_A" "$METRICS_B" "${PROXY#*:}"; do
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
+    rm -rf "$WORK"
+    die "port $port is in use (KRUISE_E2E_MANAGER_PORT_BASE)"
+  }
+done
+
 # --- cleanup -------------------------------------------------------------------------------------
 alive() { # PID: running and not a zombie
   local st
@@ -233,9 +241,6 @@ wait_for() {
 }
 
 # --- 0. leftovers of an interrupted run ----------------------------------------------------------
-for port in "$HOOK_A" "$HOOK_B" "$HEALTH_A" "$HEALTH_B" "$METRICS_A" "$METRICS_B" "${PROXY#*:}"; do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || die "port $port is in use (KRUISE_E2E_MANAGER_PORT_BASE)"
-done
 delete_leftovers
 k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null 2>&1
 
@@ -567,7 +572,7 @@ new_ca() {
 wait_for 75 "$CERT_SECRET to be recreated with a new CA" new_ca
 RECREATED_MS=$(($(now_ms) - t))
 bundles_are() { # PEM: every caBundle of both configurations decodes to it
-  local kind name b
+  local kind b
   for kind in mutatingwebhookconfiguration:$MWC validatingwebhookconfiguration:$VWC; do
     for b in $(k get "${kind%%:*}" "${kind#*:}" -o json | jq -r '.webhooks[].clientConfig.caBundle // "-"'); do
       [ "$(base64 -d <<<"$b" 2>/dev/null)" = "$1" ] || return 1
