@@ -131,7 +131,7 @@ Json ToJson(simdjson::dom::element e, bool is_object_root) {
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
   // One parser per thread keeps its buffers between reviews; a rare large review gets its own so
   // that its buffers are freed with it.
-  constexpr size_t kReusedParserMax = 256 << 10;
+  constexpr size_t kReusedParserMax = 64 << 10;  // keeps at most ~1 MiB per thread
   thread_local simdjson::dom::parser reused;
   simdjson::dom::parser large;
   simdjson::dom::parser& parser = body.size() <= kReusedParserMax ? reused : large;

@@ -1,6 +1,7 @@
 #include "manager/webhook/server.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -84,7 +85,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
       self->closing_ = true;
-      if (self->reading_) beast::get_lowest_layer(self->stream_).cancel();
+      if (self->waiting_) beast::get_lowest_layer(self->stream_).cancel();
     });
   }
 
@@ -93,8 +94,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Handshake() {
     beast::get_lowest_layer(stream_).expires_after(ToChrono(opts().read_timeout));
+    waiting_ = true;
     stream_.async_handshake(asio::ssl::stream_base::server,
                             [self = shared_from_this()](beast::error_code ec) {
+                              self->waiting_ = false;
                               if (ec) return self->Shutdown();
                               self->Read();
                             });
@@ -106,20 +109,23 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(opts().max_body_bytes);
     // Covers waiting for the next request on a kept-alive connection and reading it.
     beast::get_lowest_layer(stream_).expires_after(ToChrono(opts().idle_timeout));
-    reading_ = true;
+    waiting_ = true;
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->reading_ = false;
+                       self->waiting_ = false;
                        self->OnRead(ec);
                      });
   }
 
   void OnRead(beast::error_code ec) {
     if (ec == http::error::body_limit) {
+      // Answered from the headers: the client may still be sending the body.
+      unread_input_ = true;
       return Reply(413, "request body too large\n", "text/plain", /*keep_alive=*/false, 11);
     }
     if (ec && &ec.category() == &http::make_error_code(http::error::bad_method).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      unread_input_ = true;
       return Reply(400, absl::StrCat("malformed HTTP request: ", ec.message(), "\n"), "text/plain",
                    false, 11);
     }
@@ -162,9 +168,34 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::get_lowest_layer(stream_).expires_after(ToChrono(opts().write_timeout));
     http::async_write(stream_, response_,
                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec || !self->response_.keep_alive()) return self->Shutdown();
+                        if (ec) return self->Shutdown();
+                        if (!self->response_.keep_alive()) {
+                          return self->unread_input_ ? self->Drain() : self->Shutdown();
+                        }
                         self->Read();
                       });
+  }
+
+  // After an early error reply: stop sending, then read and drop what the client still sends
+  // until it closes (bounded by the read timeout). Closing at once would reset the connection
+  // and the client could lose the reply it has not read yet.
+  void Drain() {
+    auto& tcp = beast::get_lowest_layer(stream_);
+    beast::error_code ignored;
+    tcp.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    tcp.expires_after(ToChrono(std::min(opts().read_timeout, absl::Seconds(5))));
+    waiting_ = true;
+    DrainSome();
+  }
+  void DrainSome() {
+    beast::get_lowest_layer(stream_).async_read_some(
+        asio::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) {
+            self->waiting_ = false;
+            return self->Shutdown();
+          }
+          self->DrainSome();
+        });
   }
 
   // Closes the TCP connection (no TLS close_notify: the apiserver's client does not need one and
@@ -181,7 +212,9 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
-  bool reading_ = false;
+  bool unread_input_ = false;
+  std::array<char, 16384> drain_buf_;
+  bool waiting_ = false;  // for the peer: in the handshake or between requests
   bool closing_ = false;
 };
 

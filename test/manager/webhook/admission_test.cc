@@ -95,6 +95,30 @@ TEST(AdmissionDecodeTest, RejectsMalformedReviewsWithClearMessages) {
   }
 }
 
+TEST(AdmissionDecodeTest, KeepsEveryValueExceptManagedFieldsOfTheObjects) {
+  Json object = Json::parse(R"({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "p\u00e9-0", "namespace": "default", "labels": {"a": "b"},
+                 "managedFields": [{"manager": "kubectl", "operation": "Update",
+                                    "fieldsV1": {"f:metadata": {}}}]},
+    "spec": {"priority": -2147483648, "big": 18446744073709551615, "ratio": 0.25,
+             "exp": 1e300, "flag": false, "none": null, "empty": {}, "list": [],
+             "nested": [[1, "two", {"three": [true]}]], "quote": "a\"b\\c\n\t\u0001"}
+  })");
+  Json old_object = object;
+  Json review = Review("admission.k8s.io/v1", object, old_object);
+  review["request"]["options"] = {{"managedFields", "kept: not an object's metadata"}};
+  auto req = DecodeAdmissionReview(review.dump());
+  ASSERT_TRUE(req.ok()) << req.status();
+  Json want = object;
+  want["metadata"].erase("managedFields");
+  EXPECT_EQ(req->object, want);
+  EXPECT_EQ(req->old_object, want);
+  EXPECT_EQ(req->object["spec"]["big"].get<uint64_t>(), 18446744073709551615ull);
+  EXPECT_EQ(req->object["spec"]["priority"].get<int64_t>(), -2147483648ll);
+  EXPECT_EQ(req->object["metadata"]["name"], "p\xc3\xa9-0");  // the escape, decoded to UTF-8
+}
+
 TEST(AdmissionEncodeTest, EchoesVersionUidAndStatus) {
   AdmissionRequest req;
   req.api_version = "admission.k8s.io/v1beta1";

@@ -9,8 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "manager/webhook/pod_handlers.h"
@@ -270,6 +273,42 @@ TEST_F(WebhookServerTest, ReadinessCheckerDoesRealTlsRoundTrip) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   ReadinessChecker no_ca({.port = 1, .cert_dir = dir_.path() + "/missing"});
   EXPECT_EQ(no_ca.Check().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WebhookServerStopTest, ClosesIdleAndHalfOpenConnectionsAtOnce) {
+  testing::TempDir dir;
+  testing::TestPki pki = testing::MakePki();
+  testing::WritePki(dir.path(), pki);
+  HandlerRegistry registry;
+  registry.Register("/validate-pod", std::make_shared<PodAllowValidator>());
+  // Timeouts far beyond the test's deadline: Stop() must not wait for them.
+  WebhookServer server({.address = "127.0.0.1:0",
+                        .cert_dir = dir.path(),
+                        .read_timeout = absl::Hours(1),
+                        .idle_timeout = absl::Hours(1),
+                        .threads = 2},
+                       &registry);
+  ASSERT_TRUE(server.Start().ok());
+  Client kept_alive(server.port(), pki.ca.cert_pem);
+  std::string body = ReviewBody("admission.k8s.io/v1");
+  ASSERT_EQ(kept_alive.Call("/validate-pod", &body).code, 200);
+  // A TCP connection that never starts its TLS handshake.
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    server.Stop();
+    stopped.Notify();
+  });
+  EXPECT_TRUE(stopped.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  close(fd);
+  stopper.join();
+  EXPECT_EQ(server.requests_served(), 1);
 }
 
 TEST(WebhookServerStartTest, FailsOnMissingCertsAndBadAddress) {
