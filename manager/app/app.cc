@@ -8,6 +8,8 @@
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "kube/resources.h"
 #include "kube/leader_election.h"
 #include "kube/manager.h"
 #include "kube/rest_client.h"
@@ -236,12 +238,33 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   cert_opts.external_certs = gates.Enabled("EnableExternalCerts");
   cert_opts.clock = clock;
   webhook::CertManager certs(client.get(), &handlers, cert_opts);
+  // The certificate Secret, watched in every replica: a deleted or edited Secret is repaired at
+  // once instead of at the next resync (a minute). Not the webhook configurations: two URL-mode
+  // replicas (WEBHOOK_HOST) would rewrite each other's URL in a loop.
+  kube::InformerOptions secret_watch;
+  secret_watch.resource = kube::resources::Secrets();
+  secret_watch.ns = cfg.namespace_name;
+  secret_watch.field_selector = absl::StrCat("metadata.name=", cfg.secret_name);
+  kube::Informer cert_secret(client.get(), clock, secret_watch);
+  cert_secret.AddEventHandler({
+      .on_add = [&certs](const kube::Json&) { certs.Trigger(); },
+      .on_update = [&certs](const kube::Json&, const kube::Json&) { certs.Trigger(); },
+      .on_delete = [&certs](const kube::Json&, bool) { certs.Trigger(); },
+  });
   webhook::WebhookServer::Options server_opts;
-  server_opts.address = absl::StrCat(":", cfg.webhook_port);
+  // The webhook listener's IP (--webhook-bind-address); brackets for an IPv6 literal.
+  const std::string& bind = cfg.webhook_bind_address;
+  server_opts.address = bind.empty() ? absl::StrCat(":", cfg.webhook_port)
+                        : bind.find(':') == std::string::npos
+                            ? absl::StrCat(bind, ":", cfg.webhook_port)
+                            : absl::StrCat("[", bind, "]:", cfg.webhook_port);
   server_opts.cert_dir = cfg.webhook_cert_dir;
   webhook::WebhookServer server(server_opts, &handlers);
   webhook::ReadinessChecker::Options ready_opts;
-  ready_opts.host = "localhost";
+  // Our own listener: localhost is in the certificate's SANs; a bind address other than "all"
+  // must be dialled itself (an IP WEBHOOK_HOST is in the SANs too).
+  ready_opts.host =
+      bind.empty() || bind == "0.0.0.0" || bind == "::" || bind == "127.0.0.1" ? "localhost" : bind;
   ready_opts.port = cfg.webhook_port;
   ready_opts.cert_dir = cfg.webhook_cert_dir;
   ClosableReadiness readiness(ready_opts);
@@ -285,6 +308,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     mo.leader_election = le;
   }
   kube::Manager manager(client.get(), mo);
+  manager.AddInformer(&cert_secret);
   manager.Add(&webhook_runnable);
   manager.AddGate(&webhook_ready);
 

@@ -76,6 +76,8 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
   app.add_option("--metrics-addr", c.metrics_addr, "Address of /metrics")->capture_default_str();
   app.add_option("--health-probe-addr", c.health_probe_addr, "Address of /healthz and /readyz")
       ->capture_default_str();
+  app.add_option("--webhook-bind-address", c.webhook_bind_address,
+                 "IP the webhook server listens on (port: WEBHOOK_PORT; default: all interfaces)");
   app.add_flag("--enable-leader-election", c.enable_leader_election,
                "Run controllers only on the Lease holder (=false: always lead)")
       ->capture_default_str();

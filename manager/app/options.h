@@ -11,7 +11,8 @@
 // --webhook-initialize-timeout (60s), --controller-cache-sync-timeout (2m), --feature-gates,
 // --rest-config-qps (30), --rest-config-burst (50), --<controller>-workers (3), --kubeconfig,
 // --nodeimage-creation-delay (30s), --default-ttlseconds-for-always-nodeimage (300),
-// --log-format text|json (also --logging-format), -v.
+// --log-format text|json (also --logging-format), -v, --webhook-bind-address (IP of the webhook
+// listener; default all interfaces; not in OpenKruise, which always listens on all).
 // Environment: POD_NAMESPACE, WEBHOOK_PORT (9876), WEBHOOK_HOST, WEBHOOK_CERT_DIR
 // (/tmp/kruise-webhook-certs), SECRET_NAME (kruise-webhook-certs), SERVICE_NAME
 // (kruise-webhook-service), KRUISE_DAEMON_CONFIG_NS (kruise-daemon-config).
@@ -50,6 +51,7 @@ struct ManagerConfig {
   int64_t default_ttl_for_always_nodeimage_seconds = 300;
   std::map<std::string, int> workers;  // controller -> workers (only the ones given)
   std::string kubeconfig;
+  std::string webhook_bind_address;  // "" = all interfaces
   std::string log_format = "text";
   int verbosity = 0;
 

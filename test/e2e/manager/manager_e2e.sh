@@ -23,7 +23,9 @@
 #   4. a ContainerRecreateRequest with only podName + a container name: the webhook adds the labels
 #      and statusContext, it ends Completed/Succeeded and the kubelet reports restartCount + 1;
 #   5. Secret kruise-webhook-certs deleted: recreated with a new CA, caBundle of both webhook
-#      configurations and both replicas' cert dirs follow, admission works again;
+#      configurations and both replicas' cert dirs follow (the Secret is watched), admission works
+#      again; the pod webhook injects KruisePodReady into a CloneSet-controlled pod only, never in
+#      kube-system (server-side dry runs);
 #   6. kill -9 of the leader while a job's pull runs (through a throttling proxy): the other replica
 #      takes the Lease and completes the job; the webhook URL moves to it;
 #   7. both managers stopped: pods in kube-system and in a normal namespace are still created
@@ -314,7 +316,7 @@ start_manager() { # REPLICA
     "$MANAGER" --kubeconfig "$WORK/manager.kubeconfig" --enable-leader-election \
     --leader-election-namespace="$KNS" --leader-election-lease-duration=4s \
     --leader-election-renew-deadline=3s --leader-election-retry-period=1s \
-    --health-probe-addr="127.0.0.1:${HEALTH[$r]}" --metrics-addr="127.0.0.1:${METRICS[$r]}" \
+    --webhook-bind-address=127.0.0.1 --health-probe-addr="127.0.0.1:${HEALTH[$r]}" --metrics-addr="127.0.0.1:${METRICS[$r]}" \
     --feature-gates=ImagePullJobGate=true --nodeimage-creation-delay=0s \
     >"$WORK/manager-$r.log" 2>&1 &
   MPID[$r]=$!
@@ -569,7 +571,8 @@ new_ca() {
   CA2=$(k -n "$KNS" get secret "$CERT_SECRET" -o jsonpath='{.data.ca-cert\.pem}' 2>/dev/null | base64 -d) &&
     [ -n "$CA2" ] && [ "$CA2" != "$CA1" ]
 }
-wait_for 75 "$CERT_SECRET to be recreated with a new CA" new_ca
+# Both replicas watch the Secret: a deletion is repaired at once, not at the next resync.
+wait_for 15 "$CERT_SECRET to be recreated with a new CA" new_ca
 RECREATED_MS=$(($(now_ms) - t))
 bundles_are() { # PEM: every caBundle of both configurations decodes to it
   local kind b
@@ -585,15 +588,37 @@ BUNDLE_MS=$(($(now_ms) - t))
 # then the server's certificate reloader picks them up).
 echo "$CA2" >"$WORK/ca2.pem"
 serves_ca() { curl -sf --max-time 2 --cacert "$WORK/ca2.pem" "https://127.0.0.1:${HOOK[$1]}/healthz" >/dev/null; }
-wait_for 75 "manager a to serve a certificate of the new CA" serves_ca a
-wait_for 75 "manager b to serve a certificate of the new CA" serves_ca b
+wait_for 20 "manager a to serve a certificate of the new CA" serves_ca a
+wait_for 20 "manager b to serve a certificate of the new CA" serves_ca b
 BOTH_MS=$(($(now_ms) - t))
 wait_for 10 "manager a /readyz after the rotation" ready a
 wait_for 10 "manager b /readyz after the rotation" ready b
 make_crr crr-after-rotation
 check_crr_defaults crr-after-rotation
 URL_PORT=$(hook_ports mutatingwebhookconfiguration "$MWC")
-step_done "Secret recreated with a new CA after $(secs "$RECREATED_MS")s, caBundles updated after $(secs "$BUNDLE_MS")s, both replicas serving it after $(secs "$BOTH_MS")s (one-minute resync); CRR crr-after-rotation admitted and labelled through :$URL_PORT"
+step_done "Secret recreated with a new CA after $(secs "$RECREATED_MS")s, caBundles updated after $(secs "$BUNDLE_MS")s, both replicas serving it after $(secs "$BOTH_MS")s (Secret watch); CRR crr-after-rotation admitted and labelled through :$URL_PORT"
+
+# The pod webhook (/mutate-pod) with both replicas up, through server-side dry runs (admission
+# runs, nothing is stored, so no garbage collector races the dangling owner reference): a pod
+# controlled by an apps.kruise.io workload gets the KruisePodReady readiness gate, a plain pod does
+# not, and neither does one in kube-system (the handler itself skips it: on 1.20 the namespace
+# selector cannot).
+dry_pod_gates() { # NAMESPACE OWNER_API_VERSION -> the readinessGates' condition types
+  jq -n --arg ns "$1" --arg owner "$2" --arg image "$BB" '{
+      apiVersion: "v1", kind: "Pod",
+      metadata: ({generateName: "gate-", namespace: $ns} + (if $owner == "" then {} else
+        {ownerReferences: [{apiVersion: $owner, kind: "CloneSet", name: "web", controller: true,
+                            uid: "9d3f0c1e-0000-4000-8000-000000000001"}]} end)),
+      spec: {nodeName: "kruise-e2e-nowhere", containers: [{name: "c", image: $image}]}}' |
+    k create --dry-run=server -o json -f - | jq -r '[.spec.readinessGates[]?.conditionType] | join(",")'
+}
+gates=$(dry_pod_gates "$NS" apps.kruise.io/v1alpha1) || die "dry-run pod creation failed"
+[ "$gates" = KruisePodReady ] || die "a CloneSet-controlled pod got readinessGates '$gates', want KruisePodReady"
+gates=$(dry_pod_gates "$NS" "") || die "dry-run pod creation failed"
+[ -z "$gates" ] || die "a plain pod got readinessGates '$gates'"
+gates=$(dry_pod_gates kube-system apps.kruise.io/v1alpha1) || die "dry-run pod creation failed"
+[ -z "$gates" ] || die "a kube-system pod was mutated: readinessGates '$gates'"
+say "pod webhook: KruisePodReady injected for a CloneSet pod; plain and kube-system pods untouched"
 
 # --- 6. kill -9 the leader mid-job ---------------------------------------------------------------
 step 6 "kill -9 the leader while a pull runs: the other replica takes over and completes the job"

@@ -121,13 +121,15 @@ TEST(ManagerOptionsTest, Defaults) {
   EXPECT_EQ(c->Workers("crr", 3), 3);
   EXPECT_EQ(c->nodeimage_creation_delay, absl::Seconds(30));
   EXPECT_EQ(c->default_ttl_for_always_nodeimage_seconds, 300);
+  EXPECT_EQ(c->webhook_bind_address, "");  // all interfaces
 }
 
 TEST(ManagerOptionsTest, FlagsAndEnvironment) {
   auto c = Parse({"--enable-leader-election=false", "--metrics-addr=127.0.0.1:0",
                   "--leader-election-lease-duration", "30s", "--crr-workers=5",
                   "--feature-gates=ImagePullJobGate=true", "--log-format=json", "-v", "4",
-                  "--nodeimage-creation-delay=1m", "--default-ttlseconds-for-always-nodeimage=5"},
+                  "--nodeimage-creation-delay=1m", "--default-ttlseconds-for-always-nodeimage=5",
+                  "--webhook-bind-address=127.0.0.1"},
                  {{"POD_NAMESPACE", "kruise"},
                   {"WEBHOOK_PORT", "19876"},
                   {"WEBHOOK_HOST", "127.0.0.1"},
@@ -137,6 +139,7 @@ TEST(ManagerOptionsTest, FlagsAndEnvironment) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->enable_leader_election);
   EXPECT_EQ(c->metrics_addr, "127.0.0.1:0");
+  EXPECT_EQ(c->webhook_bind_address, "127.0.0.1");
   EXPECT_EQ(c->lease_duration, absl::Seconds(30));
   EXPECT_EQ(c->Workers("crr", 3), 5);
   EXPECT_EQ(c->Workers("imagepulljob", 3), 3);

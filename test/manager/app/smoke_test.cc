@@ -168,7 +168,7 @@ class ManagerBinaryTest : public ::testing::Test {
     const int health = FreePort(), metrics = FreePort(), hook = FreePort();
     Spawn(
         {KRUISE_MANAGER_BIN, "--kubeconfig", (dir_ / "kubeconfig").string(),
-         absl::StrCat("--health-probe-addr=127.0.0.1:", health),
+         "--webhook-bind-address=127.0.0.1", absl::StrCat("--health-probe-addr=127.0.0.1:", health),
          absl::StrCat("--metrics-addr=127.0.0.1:", metrics), "--leader-election-retry-period=200ms",
          "--leader-election-renew-deadline=1s", "--leader-election-lease-duration=2s"},
         {"POD_NAMESPACE=kruise-system", "WEBHOOK_HOST=127.0.0.1",
