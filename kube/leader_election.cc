@@ -39,9 +39,13 @@ absl::StatusOr<absl::Time> ParseMicroTime(const std::string& s) {
   return t;
 }
 
-std::string DefaultLeaderIdentity() {
+std::string DefaultLeaderIdentity(absl::string_view base) {
   char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  if (!base.empty()) {
+    std::snprintf(host, sizeof(host), "%.*s", static_cast<int>(base.size()), base.data());
+  } else if (gethostname(host, sizeof(host) - 1) != 0) {
+    std::snprintf(host, sizeof(host), "unknown");
+  }
   absl::BitGen gen;
   static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
   std::string suffix;

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -38,8 +39,8 @@ const Resource& LeaseResource();
 std::string FormatMicroTime(absl::Time t);
 absl::StatusOr<absl::Time> ParseMicroTime(const std::string& s);
 
-// hostname + "_" + random suffix.
-std::string DefaultLeaderIdentity();
+// `base` (default: the hostname) + "_" + a random suffix, unique per process.
+std::string DefaultLeaderIdentity(absl::string_view base = "");
 
 struct LeaderCallbacks {
   // Runs on a dedicated thread once we lead; `stop` fires when leadership ends.

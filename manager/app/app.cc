@@ -9,9 +9,9 @@
 #include "common/logging.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
-#include "kube/resources.h"
 #include "kube/leader_election.h"
 #include "kube/manager.h"
+#include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "manager/controllers/imagepull_group.h"
 #include "manager/controllers/imagepulljob_validation.h"
@@ -236,6 +236,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   cert_opts.host = cfg.webhook_host;
   cert_opts.port = cfg.webhook_port;
   cert_opts.external_certs = gates.Enabled("EnableExternalCerts");
+  cert_opts.renew_before = cfg.webhook_cert_renew_before;
   cert_opts.clock = clock;
   webhook::CertManager certs(client.get(), &handlers, cert_opts);
   // The certificate Secret, watched in every replica: a deleted or edited Secret is repaired at
@@ -297,7 +298,9 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     kube::LeaderElectionConfig le;
     le.lease_namespace = cfg.leader_election_namespace;
     le.lease_name = cfg.leader_election_id;
-    le.identity = kube::DefaultLeaderIdentity();
+    // POD_NAME (downward API) names the holder even on the host network, where every replica's
+    // hostname is its node's.
+    le.identity = kube::DefaultLeaderIdentity(cfg.pod_name);
     le.lease_duration = cfg.lease_duration;
     le.renew_deadline = cfg.renew_deadline;
     le.retry_period = cfg.retry_period;

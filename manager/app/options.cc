@@ -55,6 +55,7 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
     return v.value_or("");
   };
   if (std::string ns = getenv("POD_NAMESPACE"); !ns.empty()) c.namespace_name = ns;
+  c.pod_name = getenv("POD_NAME");
   if (std::string port = getenv("WEBHOOK_PORT"); !port.empty()) {
     if (!absl::SimpleAtoi(port, &c.webhook_port) || c.webhook_port <= 0 || c.webhook_port > 65535) {
       return absl::InvalidArgumentError(
@@ -101,6 +102,10 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
                  "Exit when the webhook certificates are not served within this")
       ->capture_default_str();
   app.add_option("--controller-cache-sync-timeout", cache_sync_timeout, "Cache sync timeout")
+      ->capture_default_str();
+  std::string cert_renew_before = "4320h";
+  app.add_option("--webhook-cert-renew-before", cert_renew_before,
+                 "Renew the webhook serving certificate when it expires within this")
       ->capture_default_str();
   std::string nodeimage_delay = "30s";
   app.add_option("--nodeimage-creation-delay", nodeimage_delay,
@@ -164,6 +169,13 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
   if (st.ok()) {
     st = ParseDurationFlag("--controller-cache-sync-timeout", cache_sync_timeout,
                            &c.cache_sync_timeout);
+  }
+  if (st.ok()) {
+    st = ParseDurationFlag("--webhook-cert-renew-before", cert_renew_before,
+                           &c.webhook_cert_renew_before);
+    if (st.ok() && c.webhook_cert_renew_before <= absl::ZeroDuration()) {
+      st = absl::InvalidArgumentError("--webhook-cert-renew-before must be positive");
+    }
   }
   if (st.ok()) {
     st = ParseDurationFlag("--nodeimage-creation-delay", nodeimage_delay,

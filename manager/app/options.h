@@ -9,11 +9,12 @@
 // kruise-system), --leader-election-id (kruise-manager), --leader-election-lease-duration (15s),
 // --leader-election-renew-deadline (10s), --leader-election-retry-period (2s),
 // --webhook-initialize-timeout (60s), --controller-cache-sync-timeout (2m), --feature-gates,
+// --webhook-cert-renew-before (4320h: renew the serving certificate 180 days before it expires),
 // --rest-config-qps (30), --rest-config-burst (50), --<controller>-workers (3), --kubeconfig,
 // --nodeimage-creation-delay (30s), --default-ttlseconds-for-always-nodeimage (300),
 // --log-format text|json (also --logging-format), -v, --webhook-bind-address (IP of the webhook
 // listener; default all interfaces; not in OpenKruise, which always listens on all).
-// Environment: POD_NAMESPACE, WEBHOOK_PORT (9876), WEBHOOK_HOST, WEBHOOK_CERT_DIR
+// Environment: POD_NAMESPACE, POD_NAME, WEBHOOK_PORT (9876), WEBHOOK_HOST, WEBHOOK_CERT_DIR
 // (/tmp/kruise-webhook-certs), SECRET_NAME (kruise-webhook-certs), SERVICE_NAME
 // (kruise-webhook-service), KRUISE_DAEMON_CONFIG_NS (kruise-daemon-config).
 
@@ -43,6 +44,7 @@ struct ManagerConfig {
   absl::Duration renew_deadline = absl::Seconds(10);
   absl::Duration retry_period = absl::Seconds(2);
   absl::Duration webhook_initialize_timeout = absl::Seconds(60);
+  absl::Duration webhook_cert_renew_before = absl::Hours(24 * 180);  // certs are valid 10 years
   absl::Duration cache_sync_timeout = absl::Minutes(2);
   FeatureGates feature_gates;
   double rest_qps = 30;
@@ -57,6 +59,7 @@ struct ManagerConfig {
 
   // Environment.
   std::string namespace_name = "kruise-system";  // POD_NAMESPACE
+  std::string pod_name;                          // POD_NAME (leader identity: POD_NAME_<random>)
   int webhook_port = 9876;                       // WEBHOOK_PORT
   std::string webhook_host;                      // WEBHOOK_HOST (URL-mode webhook configs)
   std::string webhook_cert_dir = "/tmp/kruise-webhook-certs";    // WEBHOOK_CERT_DIR

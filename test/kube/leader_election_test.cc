@@ -86,6 +86,17 @@ TEST(LeaderElectionConfigTest, ValidatesTimings) {
   EXPECT_NE((*e)->identity().find('_'), std::string::npos);  // hostname_suffix
 }
 
+TEST(LeaderElectionConfigTest, IdentityIsBaseOrHostnamePlusARandomSuffix) {
+  std::string a = DefaultLeaderIdentity("kruise-manager-7d9f-abcde");
+  std::string b = DefaultLeaderIdentity("kruise-manager-7d9f-abcde");
+  EXPECT_EQ(a.rfind("kruise-manager-7d9f-abcde_", 0), 0u) << a;
+  EXPECT_EQ(a.size(), std::string("kruise-manager-7d9f-abcde_").size() + 8);
+  EXPECT_NE(a, b);  // two processes of one pod (a restart) are two candidates
+  std::string host = DefaultLeaderIdentity();
+  EXPECT_GT(host.size(), 9u);
+  EXPECT_EQ(host[host.size() - 9], '_');
+}
+
 TEST(LeaderElectionConfigTest, MicroTimeFormat) {
   const absl::Time t = absl::FromUnixMicros(1'700'000'000'123'456);
   EXPECT_EQ(FormatMicroTime(t), "2023-11-14T22:13:20.123456Z");

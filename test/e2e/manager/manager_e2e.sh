@@ -30,6 +30,9 @@
 #      takes the Lease and completes the job; the webhook URL moves to it;
 #   7. both managers stopped: pods in kube-system and in a normal namespace are still created
 #      (pod webhook failurePolicy Ignore), an ImagePullJob is refused (failurePolicy Fail).
+#   8. the manager as the kube-local overlay's Deployment, its image built by scripts/build-image:
+#      rollout Ready (readiness is a TLS round trip to its own webhook), it takes the Lease, an
+#      ImagePullJob is admitted through it; its in-cluster memory is printed.
 #
 # Everything it creates is deleted again, also on failure (managers, webhook configurations, RBAC,
 # Service, DaemonSet, the certificate Secret, Lease, NodeImage, pull-secret copies, test namespace);
@@ -218,6 +221,8 @@ cleanup() {
   say "cleanup: processes stopped ($((SECONDS - t0))s)"
   delete_leftovers
   say "cleanup: test objects deleted ($((SECONDS - t0))s)"
+  [ -f "$WORK/deployment.yaml" ] &&
+    k delete -f "$WORK/deployment.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
   [ -f "$WORK/own-objects.yaml" ] &&
     k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
   # The next DaemonSet pod needs the host port: wait (bounded) for ours to be gone.
@@ -718,6 +723,49 @@ fi
 grep -q 'failed calling webhook' "$WORK/job-down.out" || die "unexpected refusal: $(cat "$WORK/job-down.out")"
 why=$(grep -o 'connect: [a-z ]*' "$WORK/job-down.out" | head -1)
 step_done "manager $SURVIVOR exited 0 in $(secs "$STOP_MS")s, Lease released; pod in kube-system created in ${KS_MS} ms (namespace label kubernetes.io/metadata.name='${ks_label}': on 1.20 not excluded by the selector, admitted by failurePolicy Ignore), pod in $NS created in ${NS_MS} ms (failurePolicy Ignore); ImagePullJob refused: failed calling webhook (${why:-?})"
+
+# --- 8. the manager as a Deployment ------------------------------------------------------------
+step 8 "the manager as the kube-local Deployment (image from scripts/build-image): Ready, leads, admits"
+"$ROOT/scripts/build-image" kruise-manager "$MANAGER" --tag manager-e2e --out "$WORK/manager-image" \
+  --push "$REG" >"$WORK/build-manager-image.log" 2>&1 || {
+  cat "$WORK/build-manager-image.log"
+  die "scripts/build-image kruise-manager failed"
+}
+MDIGEST=$(curl -sfI -H "$ACCEPT" "http://$REG/v2/kruise-cpp/kruise-manager/manifests/manager-e2e" |
+  tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
+[[ "$MDIGEST" == sha256:* ]] || die "no digest for the pushed manager image"
+k kustomize "$ROOT/deploy/overlays/kube-local" >"$WORK/rendered-all.yaml" || die "kustomize failed"
+python3 - "$WORK/rendered-all.yaml" "$REG/kruise-cpp/kruise-manager@$MDIGEST" "$WORK/deployment.yaml" <<'EOF' || die "rendering the Deployment failed"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
+for c in docs[0]["spec"]["template"]["spec"]["containers"]:
+    c["image"] = sys.argv[2]
+    c["imagePullPolicy"] = "IfNotPresent"
+yaml.safe_dump_all(docs, open(sys.argv[3], "w"))
+EOF
+DEPLOY=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["metadata"]["name"])' "$WORK/deployment.yaml")
+t=$(now_ms)
+k apply -f "$WORK/deployment.yaml" >/dev/null || die "applying the manager Deployment"
+if ! k -n "$KNS" rollout status "deployment/$DEPLOY" --timeout=120s >"$WORK/rollout.log" 2>&1; then
+  k -n "$KNS" describe pods -l "$(k -n "$KNS" get deploy "$DEPLOY" -o jsonpath='{.spec.selector.matchLabels}' |
+    jq -r 'to_entries | map("\(.key)=\(.value)") | join(",")')" 2>/dev/null | tail -30
+  k -n "$KNS" logs "deployment/$DEPLOY" --tail=30 2>/dev/null
+  die "the manager Deployment did not become Ready: $(cat "$WORK/rollout.log")"
+fi
+ROLLOUT_MS=$(($(now_ms) - t))
+MPOD=$(k -n "$KNS" get pods -o json | jq -r --arg img "$MDIGEST" \
+  '.items[] | select(.spec.containers[0].image | endswith($img)) | .metadata.name' | head -1)
+[ -n "$MPOD" ] || die "no pod of the manager Deployment"
+held_by_pod() { [[ "$(lease_holder)" == "${MPOD}_"* ]]; }  # identity: POD_NAME_<random>
+wait_for 30 "the Deployment's replica $MPOD to take the Lease" held_by_pod
+LEAD_MS=$(($(now_ms) - t))
+admits() { k -n "$NS" create -f "$WORK/job-tls.yaml" --dry-run=server >/dev/null 2>&1; }
+wait_for 30 "an ImagePullJob to be admitted through the Deployment's webhook" admits
+mpid=$(pgrep -x kruise-manager | head -1)
+MEM="?"
+[ -n "$mpid" ] && MEM=$(awk '/^RssAnon/ {a=$2} /^VmRSS/ {r=$2} END {printf "RssAnon %.1f MiB, VmRSS %.1f MiB", a/1024, r/1024}' "/proc/$mpid/status")
+k delete -f "$WORK/deployment.yaml" --wait=true --timeout=60s >/dev/null 2>&1 || die "deleting the manager Deployment"
+step_done "image kruise-manager@${MDIGEST:7:12}; rollout Ready (readiness = TLS round trip to itself) after $(secs "$ROLLOUT_MS")s, $MPOD took the Lease after $(secs "$LEAD_MS")s, ImagePullJob admitted through it; in-cluster idle $MEM"
 
 say "all passed in $((SECONDS - T0))s"
 for r in "${RESULTS[@]}"; do echo "  $r"; done

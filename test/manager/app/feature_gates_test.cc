@@ -122,6 +122,7 @@ TEST(ManagerOptionsTest, Defaults) {
   EXPECT_EQ(c->nodeimage_creation_delay, absl::Seconds(30));
   EXPECT_EQ(c->default_ttl_for_always_nodeimage_seconds, 300);
   EXPECT_EQ(c->webhook_bind_address, "");  // all interfaces
+  EXPECT_EQ(c->webhook_cert_renew_before, absl::Hours(24 * 180));
 }
 
 TEST(ManagerOptionsTest, FlagsAndEnvironment) {
@@ -129,7 +130,7 @@ TEST(ManagerOptionsTest, FlagsAndEnvironment) {
                   "--leader-election-lease-duration", "30s", "--crr-workers=5",
                   "--feature-gates=ImagePullJobGate=true", "--log-format=json", "-v", "4",
                   "--nodeimage-creation-delay=1m", "--default-ttlseconds-for-always-nodeimage=5",
-                  "--webhook-bind-address=127.0.0.1"},
+                  "--webhook-bind-address=127.0.0.1", "--webhook-cert-renew-before=720h"},
                  {{"POD_NAMESPACE", "kruise"},
                   {"WEBHOOK_PORT", "19876"},
                   {"WEBHOOK_HOST", "127.0.0.1"},
@@ -140,6 +141,7 @@ TEST(ManagerOptionsTest, FlagsAndEnvironment) {
   EXPECT_FALSE(c->enable_leader_election);
   EXPECT_EQ(c->metrics_addr, "127.0.0.1:0");
   EXPECT_EQ(c->webhook_bind_address, "127.0.0.1");
+  EXPECT_EQ(c->webhook_cert_renew_before, absl::Hours(720));
   EXPECT_EQ(c->lease_duration, absl::Seconds(30));
   EXPECT_EQ(c->Workers("crr", 3), 5);
   EXPECT_EQ(c->Workers("imagepulljob", 3), 3);
@@ -172,6 +174,7 @@ TEST(ManagerOptionsTest, Errors) {
   ASSERT_FALSE(port.ok());
   EXPECT_THAT(port.status().message(), HasSubstr("WEBHOOK_PORT"));
   EXPECT_FALSE(Parse({"--no-such-flag"}).ok());
+  EXPECT_FALSE(Parse({"--webhook-cert-renew-before=0s"}).ok());
   EXPECT_FALSE(Parse({"--log-format=xml"}).ok());
   EXPECT_TRUE(absl::IsCancelled(Parse({"--help"}).status()));
 }
