@@ -25,7 +25,10 @@ using kruise::manager::webhook::Json;
 // The one pod the CRR mutator may read.
 class OnePodReader final : public kruise::manager::webhook::PodReader {
  public:
-  explicit OnePodReader(Json pod) : pod_(std::move(pod)) {}
+  // As ApiPodReader hands it to the mutator: without managedFields.
+  explicit OnePodReader(Json pod) : pod_(std::move(pod)) {
+    if (pod_.is_object() && pod_["metadata"].is_object()) pod_["metadata"].erase("managedFields");
+  }
   absl::StatusOr<Json> GetPod(const std::string& ns, const std::string& name) override {
     if (pod_.is_object() && pod_["metadata"].value("namespace", "") == ns &&
         pod_["metadata"].value("name", "") == name) {

@@ -56,7 +56,7 @@ class PodReader {
   virtual absl::StatusOr<Json> GetPod(const std::string& ns, const std::string& name) = 0;
 };
 
-// A GET on the API server per call.
+// A GET on the API server per call; the pod comes without metadata.managedFields.
 class ApiPodReader final : public PodReader {
  public:
   explicit ApiPodReader(kube::KubeClient* client) : client_(client) {}

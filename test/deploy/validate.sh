@@ -20,6 +20,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 DEPLOY=$ROOT/deploy
+# shellcheck source=../e2e/lib.sh
+. "$ROOT/test/e2e/lib.sh"  # skip_or_fail
 PY=/usr/bin/python3
 
 failures=0
@@ -27,14 +29,6 @@ pass() { echo "ok   $*"; }
 fail() {
   echo "FAIL $*"
   failures=$((failures + 1))
-}
-skip_or_fail() {
-  if [ "${KRUISE_E2E_REQUIRED:-0}" = 1 ]; then
-    echo "FAIL (KRUISE_E2E_REQUIRED=1): $*"
-    exit 1
-  fi
-  echo "SKIP: $*"
-  exit 0
 }
 finish() {
   if [ "$failures" -gt 0 ]; then

@@ -33,21 +33,9 @@ HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BINARY=${1:-}
 T0=$SECONDS
+# shellcheck source=../lib.sh
+. "$ROOT/test/e2e/lib.sh"
 
-say() { echo "[$(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*"; }
-die() {
-  say "FAIL $*"
-  exit 1
-}
-skip_or_fail() {
-  if [ "${KRUISE_E2E_REQUIRED:-0}" = 1 ]; then
-    echo "FAIL (KRUISE_E2E_REQUIRED=1): $*"
-    exit 1
-  fi
-  echo "SKIP: $*"
-  exit 0
-}
-now_ms() { date +%s%3N; }
 
 [ -n "$BINARY" ] && [ -x "$BINARY" ] || die "usage: $0 KRUISE_DAEMON_BINARY (got '${BINARY}')"
 BINARY=$(readlink -f "$BINARY")
@@ -91,11 +79,6 @@ IMG_TLS=$REG_TLS/$REPO/small
 IMG_MISSING=$REG/$REPO/missing
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/daemon-e2e.XXXXXX")
 PIDS=()
-RESULTS=()
-result() {
-  RESULTS+=("$*")
-  say "ok   $*"
-}
 
 # --- cleanup -------------------------------------------------------------------------------------
 delete_daemon_objects() {
@@ -146,16 +129,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Polls "$@" every 0.2 s until it succeeds; fails the test after $1 seconds with $2 as reason.
-wait_for() {
-  local secs=$1 what=$2
-  shift 2
-  local deadline=$(($(now_ms) + secs * 1000))
-  until "$@"; do
-    [ "$(now_ms)" -lt "$deadline" ] || die "timed out after ${secs}s waiting for $what"
-    sleep 0.2
-  done
-}
 
 # --- 0. leftovers of an interrupted run ----------------------------------------------------------
 k delete nodeimages.apps.kruise.io "$NODE" "$LOCAL_NODE" --ignore-not-found >/dev/null 2>&1
@@ -337,7 +310,6 @@ wait_tag "$IMG_MISSING" nope Failed 60
 wait_tag "$IMG_TLS" 1 Succeeded 60
 wait_tag "$IMG_BIG1" 1 Succeeded 90
 ni_json
-secs() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
 for ref in "$IMG_BIG1:1" "$IMG_TLS:1"; do
   img=${ref%:*}
   id=$(tag_field "$img" 1 imageID)

@@ -50,22 +50,9 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 MANAGER=${1:-}
 DAEMON=${2:-}
 T0=$SECONDS
+# shellcheck source=../lib.sh
+. "$ROOT/test/e2e/lib.sh"
 
-say() { echo "[$(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*"; }
-die() {
-  say "FAIL $*"
-  exit 1
-}
-skip_or_fail() {
-  if [ "${KRUISE_E2E_REQUIRED:-0}" = 1 ]; then
-    echo "FAIL (KRUISE_E2E_REQUIRED=1): $*"
-    exit 1
-  fi
-  echo "SKIP: $*"
-  exit 0
-}
-now_ms() { date +%s%3N; }
-secs() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
 
 [ -n "$MANAGER" ] && [ -x "$MANAGER" ] && [ -n "$DAEMON" ] && [ -x "$DAEMON" ] ||
   die "usage: $0 KRUISE_MANAGER_BINARY KRUISE_DAEMON_BINARY (got '${MANAGER}' '${DAEMON}')"
@@ -116,11 +103,6 @@ declare -A HOOK=([a]=$HOOK_A [b]=$HOOK_B)
 declare -A HEALTH=([a]=$HEALTH_A [b]=$HEALTH_B)
 declare -A METRICS=([a]=$METRICS_A [b]=$METRICS_B)
 PIDS=()
-RESULTS=()
-result() {
-  RESULTS+=("$*")
-  say "ok   $*"
-}
 STEP=0
 STEP_T=0
 step() {
@@ -236,16 +218,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Polls "$@" every 0.2 s until it succeeds; fails the test after $1 seconds with $2 as reason.
-wait_for() {
-  local secs=$1 what=$2
-  shift 2
-  local deadline=$(($(now_ms) + secs * 1000))
-  until "$@"; do
-    [ "$(now_ms)" -lt "$deadline" ] || die "timed out after ${secs}s waiting for $what"
-    sleep 0.2
-  done
-}
 
 # --- 0. leftovers of an interrupted run ----------------------------------------------------------
 delete_leftovers
