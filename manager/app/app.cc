@@ -260,6 +260,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
                             ? absl::StrCat(bind, ":", cfg.webhook_port)
                             : absl::StrCat("[", bind, "]:", cfg.webhook_port);
   server_opts.cert_dir = cfg.webhook_cert_dir;
+  server_opts.metrics = registry.get();
   webhook::WebhookServer server(server_opts, &handlers);
   webhook::ReadinessChecker::Options ready_opts;
   // Our own listener: localhost is in the certificate's SANs; a bind address other than "all"

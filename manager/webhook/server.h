@@ -34,6 +34,10 @@
 #include "common/tls.h"
 #include "manager/webhook/admission.h"
 
+namespace prometheus {
+class Registry;
+}
+
 namespace kruise::manager::webhook {
 
 class WebhookServer {
@@ -52,6 +56,11 @@ class WebhookServer {
     int threads = 4;  // threads running connections and handlers
     Clock* clock = Clock::Real();
     absl::Duration cert_poll_interval = absl::Seconds(2);
+    // When set, controller-runtime's webhook metrics (the names OpenKruise's manager exports), by
+    // path: controller_runtime_webhook_latency_seconds (review read -> reply ready),
+    // controller_runtime_webhook_requests_total{code},
+    // controller_runtime_webhook_requests_in_flight.
+    prometheus::Registry* metrics = nullptr;
   };
 
   WebhookServer(Options options, const HandlerRegistry* registry);

@@ -18,6 +18,8 @@
 #include "gtest/gtest.h"
 #include "manager/webhook/pod_handlers.h"
 #include "manager/webhook/readiness.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "test/manager/webhook/test_certs.h"
 
 namespace kruise::manager::webhook {
@@ -309,6 +311,35 @@ TEST(WebhookServerStopTest, ClosesIdleAndHalfOpenConnectionsAtOnce) {
   close(fd);
   stopper.join();
   EXPECT_EQ(server.requests_served(), 1);
+}
+
+TEST(WebhookServerMetricsTest, CountsAndTimesAdmissionsByPathAndCode) {
+  testing::TempDir dir;
+  testing::TestPki pki = testing::MakePki();
+  testing::WritePki(dir.path(), pki);
+  HandlerRegistry registry;
+  registry.Register("/validate-pod", std::make_shared<PodAllowValidator>());
+  prometheus::Registry metrics;
+  WebhookServer server(
+      {.address = "127.0.0.1:0", .cert_dir = dir.path(), .threads = 1, .metrics = &metrics},
+      &registry);
+  ASSERT_TRUE(server.Start().ok());
+  Client client(server.port(), pki.ca.cert_pem);
+  std::string body = ReviewBody("admission.k8s.io/v1");
+  std::string bad = "{";
+  ASSERT_EQ(client.Call("/validate-pod", &body).code, 200);
+  ASSERT_EQ(client.Call("/validate-pod", &body).code, 200);
+  ASSERT_EQ(client.Call("/validate-pod", &bad).code, 400);
+  server.Stop();
+  std::string text = prometheus::TextSerializer().Serialize(metrics.Collect());
+  EXPECT_THAT(text, HasSubstr("controller_runtime_webhook_requests_total{code=\"200\",webhook=\"/"
+                              "validate-pod\"} 2"));
+  EXPECT_THAT(text, HasSubstr("controller_runtime_webhook_requests_total{code=\"400\",webhook=\"/"
+                              "validate-pod\"} 1"));
+  EXPECT_THAT(text, HasSubstr("controller_runtime_webhook_latency_seconds_count{webhook=\"/"
+                              "validate-pod\"} 3"));
+  EXPECT_THAT(text, HasSubstr("controller_runtime_webhook_requests_in_flight{webhook=\"/"
+                              "validate-pod\"} 0"));
 }
 
 TEST(WebhookServerStartTest, FailsOnMissingCertsAndBadAddress) {
