@@ -48,12 +48,13 @@
 #include "kube/client.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
+#include "kube/kruise_api.h"
 #include "kube/workqueue.h"
 
 namespace kruise::daemon {
 
-inline constexpr char kCrrNodeNameLabel[] = "crr.apps.kruise.io/node-name";
-inline constexpr char kCrrActiveLabel[] = "crr.apps.kruise.io/active";
+using kube::kCrrActiveLabel;
+using kube::kCrrNodeNameLabel;
 // Informer index of CRRs by kCrrPodUidLabel.
 inline constexpr char kCrrPodUidIndex[] = "pod-uid";
 

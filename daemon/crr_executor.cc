@@ -400,7 +400,7 @@ absl::StatusOr<CrrStepResult> CrrExecutor::Reconcile(const Json& crr, absl::Time
   if (std::optional<int64_t> unready = AsInt(kube::FindPath(strat, {"unreadyGracePeriodSeconds"}));
       unready && *unready > 0) {
     absl::Time grace_start =
-        ConditionTime(status, kCrrPreRecreateGraceCondition).value_or(*recreating_since);
+        ConditionTime(status, kPreRecreateGraceCondition).value_or(*recreating_since);
     absl::Time grace_end = grace_start + absl::Seconds(*unready);
     if (now < grace_end) {
       grace_over = false;

@@ -64,13 +64,14 @@
 #include "common/clock.h"
 #include "cri/runtime_service.h"
 #include "kube/client.h"
+#include "kube/kruise_api.h"
 
 namespace kruise::daemon {
 
-inline constexpr char kCrrPodUidLabel[] = "crr.apps.kruise.io/pod-uid";
+using kube::kCrrPodUidLabel;
 inline constexpr char kCrrNotFoundMessage[] = "not found container on Node";
 inline constexpr char kCrrRecreatingCondition[] = "Recreating";
-inline constexpr char kCrrPreRecreateGraceCondition[] = "PreRecreateGrace";
+using kube::kPreRecreateGraceCondition;
 
 struct CrrExecutorOptions {
   // Grace period when strategy.terminationGracePeriodSeconds is unset.

@@ -90,7 +90,7 @@ absl::StatusOr<kube::Result> CrrReconciler::Reconcile(const kube::Request& req) 
   std::string pod_name = kube::GetString(crr, {"spec", "podName"}).value_or("");
   absl::StatusOr<Json> pod = client_->Get(res::Pods(), req.ns, pod_name);
   if (!pod.ok() && !absl::IsNotFound(pod.status())) return pod.status();
-  std::string want_uid = kube::Label(crr, kPodUidLabel).value_or("");
+  std::string want_uid = kube::Label(crr, kCrrPodUidLabel).value_or("");
   std::string message;
   if (!pod.ok() || kube::IsBeingDeleted(*pod) ||
       (!want_uid.empty() && kube::Uid(*pod) != want_uid)) {
@@ -142,8 +142,8 @@ absl::StatusOr<std::optional<Json>> CrrReconciler::Complete(const Json& crr,
 absl::StatusOr<kube::Result> CrrReconciler::HandleCompleted(const Json& crr) {
   const std::string ns = kube::Namespace(crr), name = kube::Name(crr);
   if (kube::HasFinalizer(crr, kUnreadyAcquiredFinalizer)) RETURN_IF_ERROR(ReleaseUnready(crr));
-  if (kube::Label(crr, kActiveLabel).has_value()) {
-    Json patch = {{"metadata", {{"labels", {{kActiveLabel, nullptr}}}}}};
+  if (kube::Label(crr, kCrrActiveLabel).has_value()) {
+    Json patch = {{"metadata", {{"labels", {{kCrrActiveLabel, nullptr}}}}}};
     absl::StatusOr<Json> out =
         client_->Patch(res::ContainerRecreateRequests(), ns, name, kube::PatchType::kMerge, patch);
     if (absl::IsNotFound(out.status())) return kube::Result{};
@@ -226,7 +226,7 @@ absl::Status CrrReconciler::ReleaseUnready(const Json& crr) {
   std::string pod_name = kube::GetString(crr, {"spec", "podName"}).value_or("");
   absl::StatusOr<Json> pod = client_->Get(res::Pods(), ns, pod_name);
   if (!pod.ok() && !absl::IsNotFound(pod.status())) return pod.status();
-  std::string want_uid = kube::Label(crr, kPodUidLabel).value_or("");
+  std::string want_uid = kube::Label(crr, kCrrPodUidLabel).value_or("");
   if (pod.ok() && (want_uid.empty() || kube::Uid(*pod) == want_uid)) {
     int idx = ConditionIndex(*pod, kKruisePodReadyCondition);
     if (idx >= 0) {

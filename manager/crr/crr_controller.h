@@ -40,16 +40,17 @@
 #include "common/clock.h"
 #include "kube/client.h"
 #include "kube/controller.h"
+#include "kube/kruise_api.h"
 #include "kube/store.h"
 #include "manager/controller_group.h"
 
 namespace kruise::manager::crr {
 
 inline constexpr char kUnreadyAcquiredFinalizer[] = "crr.apps.kruise.io/unready-acquired";
-inline constexpr char kKruisePodReadyCondition[] = "KruisePodReady";
-inline constexpr char kPreRecreateGraceCondition[] = "PreRecreateGrace";
-inline constexpr char kActiveLabel[] = "crr.apps.kruise.io/active";
-inline constexpr char kPodUidLabel[] = "crr.apps.kruise.io/pod-uid";
+using kube::kCrrActiveLabel;
+using kube::kCrrPodUidLabel;
+using kube::kKruisePodReadyCondition;
+using kube::kPreRecreateGraceCondition;
 
 inline constexpr char kMessagePodGone[] = "pod has gone";
 inline constexpr char kMessageDaemonTimeout[] = "daemon has not responded for a long time";

@@ -32,13 +32,14 @@
 
 #include "absl/status/statusor.h"
 #include "kube/client.h"
+#include "kube/kruise_api.h"
 #include "manager/webhook/admission.h"
 
 namespace kruise::manager::webhook {
 
-inline constexpr char kCrrNodeNameLabel[] = "crr.apps.kruise.io/node-name";
-inline constexpr char kCrrPodUidLabel[] = "crr.apps.kruise.io/pod-uid";
-inline constexpr char kCrrActiveLabel[] = "crr.apps.kruise.io/active";
+using kube::kCrrActiveLabel;
+using kube::kCrrNodeNameLabel;
+using kube::kCrrPodUidLabel;
 
 inline constexpr char kCrrMutatePath[] = "/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest";
 inline constexpr char kCrrValidatePath[] =

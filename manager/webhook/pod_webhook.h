@@ -23,14 +23,13 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "kube/kruise_api.h"
 #include "manager/webhook/admission.h"
 
 namespace kruise::manager::webhook {
 
 inline constexpr char kMutatePodPath[] = "/mutate-pod";
-// The readiness gate OpenKruise's controllers flip (CRR unreadyGracePeriodSeconds, in-place
-// update, ...).
-inline constexpr char kKruisePodReadyCondition[] = "KruisePodReady";
+using kube::kKruisePodReadyCondition;
 
 class PodMutator {
  public:

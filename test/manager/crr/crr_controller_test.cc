@@ -70,9 +70,9 @@ class CrrControllerTest : public ::testing::Test {
                  {{"name", name},
                   {"namespace", "default"},
                   {"labels",
-                   {{kPodUidLabel, pod_uid},
+                   {{kCrrPodUidLabel, pod_uid},
                     {"crr.apps.kruise.io/node-name", "node-a"},
-                    {kActiveLabel, "true"}}}}},
+                    {kCrrActiveLabel, "true"}}}}},
                 {"spec", spec}};
     if (!status.empty()) crr["status"] = status;
     ASSERT_TRUE(server_->Seed(kCrrs, crr).ok());
@@ -111,11 +111,11 @@ TEST_F(CrrControllerTest, PodGoneCompletesThenDropsActiveLabel) {
   EXPECT_EQ(crr["status"]["message"], kMessagePodGone);
   EXPECT_FALSE(crr["status"].value("completionTime", "").empty());
   // The same pass dropped the active label (from the patched object, not a stale cache).
-  EXPECT_FALSE(crr["metadata"]["labels"].contains(kActiveLabel));
+  EXPECT_FALSE(crr["metadata"]["labels"].contains(kCrrActiveLabel));
   int64_t rv = server_->CurrentResourceVersion();
   Reconcile("c1");
   EXPECT_EQ(server_->CurrentResourceVersion(), rv);  // nothing left to write
-  EXPECT_TRUE(crr["metadata"]["labels"].contains(kPodUidLabel));
+  EXPECT_TRUE(crr["metadata"]["labels"].contains(kCrrPodUidLabel));
 }
 
 TEST_F(CrrControllerTest, ReplacedPodCompletes) {
@@ -205,7 +205,7 @@ TEST_F(CrrControllerTest, UnreadyGraceMarksPodUnreadyAndRestoresIt) {
   EXPECT_EQ(p["status"]["conditions"][1]["status"], "True");
   crr = Get(kCrrs, "c1");
   EXPECT_TRUE(kube::Finalizers(crr).empty());
-  EXPECT_FALSE(crr["metadata"]["labels"].contains(kActiveLabel));
+  EXPECT_FALSE(crr["metadata"]["labels"].contains(kCrrActiveLabel));
 }
 
 TEST_F(CrrControllerTest, NoReadinessGateNoUnreadyMarking) {
