@@ -36,3 +36,27 @@ wait_for() {
     sleep 0.2
   done
 }
+
+# kube_local_preflight TOOL...: loads kube-local's env file (KRUISE_KUBE_LOCAL_ENV, else
+# ${KUBE_LOCAL_STATE:-/tmp/kube-local}/env) and checks what every kube-local e2e needs: a full
+# cluster (with a node), kubectl, the TOOLs, an answering API server, a Ready node. Defines
+# KUBECTL and k() (kubectl with a 60 s bound) and drops proxy variables (everything is loopback).
+# Skips (or fails under KRUISE_E2E_REQUIRED=1) when something is missing.
+kube_local_preflight() {
+  local env_file=${KRUISE_KUBE_LOCAL_ENV:-${KUBE_LOCAL_STATE:-/tmp/kube-local}/env} tool
+  [ -f "$env_file" ] || skip_or_fail "no kube-local env file at $env_file (start ../shared/kube-local/up)"
+  # shellcheck disable=SC1090
+  . "$env_file"
+  [ "${KUBE_LOCAL_MODE:-full}" = full ] && [ -n "${KUBE_LOCAL_REGISTRY:-}" ] ||
+    skip_or_fail "kube-local runs without a node (--control-plane-only)"
+  KUBECTL=${KUBE_LOCAL_KUBECTL:-$(command -v kubectl)}
+  [ -x "$KUBECTL" ] || skip_or_fail "no kubectl"
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || skip_or_fail "$tool is required"
+  done
+  k() { timeout 60 "$KUBECTL" "$@"; }
+  k get --raw /readyz >/dev/null 2>&1 || skip_or_fail "kube-local's API server does not answer"
+  [ "$(k get node "$KUBE_LOCAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
+    skip_or_fail "node $KUBE_LOCAL_NODE_NAME is not Ready"
+  unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+}

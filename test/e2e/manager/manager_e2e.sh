@@ -59,22 +59,7 @@ T0=$SECONDS
 MANAGER=$(readlink -f "$MANAGER")
 DAEMON=$(readlink -f "$DAEMON")
 
-ENV_FILE=${KRUISE_KUBE_LOCAL_ENV:-${KUBE_LOCAL_STATE:-/tmp/kube-local}/env}
-[ -f "$ENV_FILE" ] || skip_or_fail "no kube-local env file at $ENV_FILE (start ../shared/kube-local/up)"
-# shellcheck disable=SC1090
-. "$ENV_FILE"
-[ "${KUBE_LOCAL_MODE:-full}" = full ] && [ -n "${KUBE_LOCAL_REGISTRY:-}" ] ||
-  skip_or_fail "kube-local runs without a node (--control-plane-only)"
-KUBECTL=${KUBE_LOCAL_KUBECTL:-$(command -v kubectl)}
-[ -x "$KUBECTL" ] || skip_or_fail "no kubectl"
-for tool in jq curl umoci skopeo ctr python3 base64; do
-  command -v "$tool" >/dev/null || skip_or_fail "$tool is required"
-done
-k() { timeout 60 "$KUBECTL" "$@"; }
-k get --raw /readyz >/dev/null 2>&1 || skip_or_fail "kube-local's API server does not answer"
-[ "$(k get node "$KUBE_LOCAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] ||
-  skip_or_fail "node $KUBE_LOCAL_NODE_NAME is not Ready"
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+kube_local_preflight jq curl umoci skopeo ctr python3 base64
 
 NODE=$KUBE_LOCAL_NODE_NAME
 REG=$KUBE_LOCAL_REGISTRY
