@@ -1,24 +1,30 @@
 // webhook-bench-server --cert tls.crt --key tls.key --addr 127.0.0.1:16511 [--pod running-pod.json]
-// Serves over TLS until SIGINT/SIGTERM:
+//     [--threads 4] [--port-file F]
+// Serves over TLS until SIGINT/SIGTERM (SIGUSR1 prints its own latency since the last SIGUSR1):
 //   /mutate-pod, /validate-pod: the Go peer's work (PodSidecarMutator, allow-all), for comparison;
 //   /kruise/mutate-pod: the manager's real pod webhook (PodMutatingHandler, readiness-gate chain);
 //   the manager's real ContainerRecreateRequest paths (CrrMutator/CrrValidator), the pod they read
 //   coming from --pod instead of the API server (a GET there is not what this measures).
 
+#include <pthread.h>
+
 #include <csignal>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/notification.h"
 #include "common/logging.h"
+#include "fmt/format.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_handlers.h"
 #include "manager/webhook/pod_webhook.h"
 #include "manager/webhook/server.h"
+#include "prometheus/registry.h"
 
 namespace {
-absl::Notification* g_stop = nullptr;
 
 using kruise::manager::webhook::Json;
 
@@ -41,16 +47,61 @@ class OnePodReader final : public kruise::manager::webhook::PodReader {
   Json pod_;
 };
 
+// The server's own view (controller_runtime_webhook_latency_seconds: review read -> reply ready),
+// per path: the share of reviews within each bucket bound up to 10 ms. It separates the server's
+// tail from the load generator's and the machine's. With `window`, only the reviews since the
+// previous call with the same map count (bench/webhook/run.sh brackets each load with SIGUSR1).
+using BucketCounts = std::map<std::string, std::vector<uint64_t>>;  // path -> counts, sum last
+void PrintServerLatency(prometheus::Registry& metrics, BucketCounts* window) {
+  for (const prometheus::MetricFamily& family : metrics.Collect()) {
+    if (family.name != "controller_runtime_webhook_latency_seconds") continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      std::string path = m.label.empty() ? "" : m.label.front().value;
+      std::vector<uint64_t> now;
+      for (const prometheus::ClientMetric::Bucket& b : m.histogram.bucket) {
+        now.push_back(b.cumulative_count);
+      }
+      now.push_back(m.histogram.sample_count);
+      now.push_back(static_cast<uint64_t>(m.histogram.sample_sum * 1e9));  // ns
+      std::vector<uint64_t> delta = now;
+      if (window != nullptr) {
+        std::vector<uint64_t>& before = (*window)[path];
+        if (before.size() == now.size()) {
+          for (size_t i = 0; i < now.size(); ++i) delta[i] = now[i] - before[i];
+        }
+        before = now;
+      }
+      const uint64_t count = delta[delta.size() - 2];
+      if (count == 0) continue;
+      std::string line;
+      for (size_t i = 0; i < m.histogram.bucket.size(); ++i) {
+        const double bound = m.histogram.bucket[i].upper_bound;
+        if (bound > 0.01) break;
+        line += fmt::format(" <={}ms:{:.3f}%", bound * 1000,
+                            100.0 * static_cast<double>(delta[i]) / static_cast<double>(count));
+      }
+      std::printf("server-side latency %s (%llu reviews, mean %.1f us):%s\n", path.c_str(),
+                  static_cast<unsigned long long>(count),
+                  static_cast<double>(delta.back()) / 1e3 / static_cast<double>(count),
+                  line.c_str());
+    }
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"admission webhook benchmark server"};
   std::string cert, key, addr = "127.0.0.1:16511";
-  int threads = 2;
+  int threads = 4;  // WebhookServer::Options::threads, as kruise-manager runs it
   app.add_option("--cert", cert, "TLS certificate (PEM)")->required();
   app.add_option("--key", key, "TLS private key (PEM)")->required();
   app.add_option("--addr", addr, "listen address (host:port)");
   app.add_option("--threads", threads, "server threads");
+  std::string port_file;
+  app.add_option("--port-file", port_file,
+                 "write the bound port here once serving (for --addr :0)");
   std::string pod_file = KRUISE_BENCH_POD_FILE;
   app.add_option("--pod", pod_file, "the running pod CRR admissions refer to (JSON)");
   CLI11_PARSE(app, argc, argv);
@@ -73,22 +124,36 @@ int main(int argc, char** argv) {
   }
   OnePodReader pods(std::move(pod));
   RegisterCrrHandlers(&registry, &pods);
-  WebhookServer server({.address = addr, .cert_file = cert, .key_file = key, .threads = threads},
+  // Signals are taken by sigwait below; blocked before the server starts so its threads inherit it.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  prometheus::Registry metrics;
+  WebhookServer server({.address = addr,
+                        .cert_file = cert,
+                        .key_file = key,
+                        .threads = threads,
+                        .metrics = &metrics},
                        &registry);
   if (absl::Status s = server.Start(); !s.ok()) {
     kruise::Logger("bench")->error("{}", s);
     return 1;
   }
-  absl::Notification stop;
-  g_stop = &stop;
-  struct sigaction sa {};
-  sa.sa_handler = [](int) {
-    if (g_stop != nullptr && !g_stop->HasBeenNotified()) g_stop->Notify();
-  };
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  stop.WaitForNotification();
+  if (!port_file.empty()) {  // written whole, then renamed: a reader never sees half a number
+    std::ofstream(port_file + ".tmp") << server.port() << "\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  // SIGUSR1: print the server's latency since the previous SIGUSR1; SIGINT/SIGTERM: stop, print
+  // the whole run's.
+  BucketCounts window;
+  for (int sig = 0; sigwait(&signals, &sig) == 0 && sig == SIGUSR1;) {
+    std::printf("-- window\n");
+    PrintServerLatency(metrics, &window);
+  }
   server.Stop();
   kruise::Logger("bench")->info("served {} admissions", server.requests_served());
+  std::printf("-- whole run\n");
+  PrintServerLatency(metrics, nullptr);
   return 0;
 }
