@@ -20,7 +20,9 @@ PEERS=${PEERS_DIR:-/work/shared/peers}
 REVIEW=${REVIEW:-$PEERS/review-pod-create.json}
 OURS=${OURS_BIN:-$BUILD/bench/webhook/webhook-bench-server}
 LOADGEN=$BUILD/bench/webhook/webhook-loadgen
-[ -x "$OURS" ] && [ -x "$LOADGEN" ] || ninja -C "$BUILD" webhook-bench-server webhook-loadgen
+PROBE=$BUILD/bench/webhook/stall-probe
+[ -x "$OURS" ] && [ -x "$LOADGEN" ] && [ -x "$PROBE" ] ||
+  ninja -C "$BUILD" webhook-bench-server webhook-loadgen stall-probe
 SECS=${OPEN_LOOP_SECONDS:-20} RATE=${OPEN_LOOP_RATE:-1000}
 work=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -68,6 +70,9 @@ open_loop() {
 wait_lines() {
   for _ in $(seq 50); do [ "$(wc -l <"$1")" -ge "$2" ] && return 0; sleep 0.1; done
 }
+
+echo "== this machine: time a pinned busy loop does not run (the floor under every latency below)"
+taskset -c 0 "$PROBE" 10 & taskset -c 1 "$PROBE" 10; wait $!
 
 echo "== ours: webhook-bench-server (C++, Boost.Beast + OpenSSL, simdjson decode), CPU 0"
 taskset -c 0 "$OURS" --cert "$work/tls.crt" --key "$work/tls.key" --addr 127.0.0.1:16511 \
