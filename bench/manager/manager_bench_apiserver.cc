@@ -24,8 +24,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -36,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 
 namespace {
@@ -45,15 +44,6 @@ using kruise::testing::FakeApiServer;
 
 std::string Rfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
-}
-
-void WriteAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text;
-  }
-  std::rename(tmp.c_str(), path.c_str());
 }
 
 // A completed ImagePullJob (completionPolicy Always, no TTL: the job controller leaves it alone).
@@ -299,12 +289,21 @@ int main(int argc, char** argv) {
         for (const char* m : {"POST", "PUT", "PATCH", "DELETE"}) {
           writes += server.RequestCount(m) - server.RequestCount(m, "/leases");
         }
-        WriteAtomically(stats_file, absl::StrCat("writes ", writes, "\n"));
+        // A failed write is retried on the next tick; run.sh reads whichever file is complete.
+        kruise::tls::WriteFileAtomic(stats_file, absl::StrCat("writes ", writes, "\n"), 0644)
+            .IgnoreError();
         absl::SleepFor(absl::Milliseconds(250));
       }
     });
   }
-  if (!port_file.empty()) WriteAtomically(port_file, absl::StrCat(server.port(), "\n"));
+  if (!port_file.empty()) {
+    absl::Status written =
+        kruise::tls::WriteFileAtomic(port_file, absl::StrCat(server.port(), "\n"), 0644);
+    if (!written.ok()) {
+      std::cerr << "--port-file: " << written << "\n";
+      return 1;
+    }
+  }
   std::cerr << "manager-bench-apiserver serving on " << server.base_url() << ": " << nodes
             << " nodes, " << (node_images ? nodes : 0) << " NodeImages, " << pods << " pods\n";
   int sig = 0;

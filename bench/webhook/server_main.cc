@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/tls.h"
 #include "fmt/format.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_handlers.h"
@@ -140,9 +142,13 @@ int main(int argc, char** argv) {
     kruise::Logger("bench")->error("{}", s);
     return 1;
   }
-  if (!port_file.empty()) {  // written whole, then renamed: a reader never sees half a number
-    std::ofstream(port_file + ".tmp") << server.port() << "\n";
-    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  if (!port_file.empty()) {
+    absl::Status written =
+        kruise::tls::WriteFileAtomic(port_file, absl::StrCat(server.port(), "\n"), 0644);
+    if (!written.ok()) {
+      kruise::Logger("bench")->error("--port-file: {}", written);
+      return 1;
+    }
   }
   // SIGUSR1: print the server's latency since the previous SIGUSR1; SIGINT/SIGTERM: stop, print
   // the whole run's.

@@ -6,14 +6,13 @@
 
 #include <signal.h>
 
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <string>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 
 int main(int argc, char** argv) {
@@ -89,12 +88,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!port_file.empty()) {
-    std::string tmp = port_file + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << server.port() << "\n";
+    absl::Status written =
+        kruise::tls::WriteFileAtomic(port_file, absl::StrCat(server.port(), "\n"), 0644);
+    if (!written.ok()) {
+      std::cerr << "--port-file: " << written << "\n";
+      return 1;
     }
-    std::rename(tmp.c_str(), port_file.c_str());
   }
   std::cerr << "fake-apiserver serving on " << server.base_url() << " (resourceVersion "
             << server.CurrentResourceVersion() << ")\n";
