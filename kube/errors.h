@@ -49,6 +49,8 @@ std::string Reason(const absl::Status& s);
 // absl::Status argument is ambiguous: write kube::IsNotFound(s) (same meaning either way).
 inline bool IsNotFound(const absl::Status& s) { return s.code() == absl::StatusCode::kNotFound; }
 inline bool IsConflict(const absl::Status& s) { return s.code() == absl::StatusCode::kAborted; }
+// How often a read-modify-write retries after a 409 before giving up (and requeueing).
+inline constexpr int kConflictRetries = 5;
 inline bool IsAlreadyExists(const absl::Status& s) {
   return s.code() == absl::StatusCode::kAlreadyExists;
 }

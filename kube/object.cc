@@ -28,6 +28,17 @@ const Json* FindPath(const Json& j, std::initializer_list<absl::string_view> pat
   return cur;
 }
 
+const Json* Field(const Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+int64_t IntField(const Json& obj, const char* key, int64_t def) {
+  const Json* v = Field(obj, key);
+  return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : def;
+}
+
 const Json* FindPointer(const Json& j, const std::string& pointer) {
   try {
     Json::json_pointer p(pointer);

@@ -32,6 +32,10 @@ const Json* FindPointer(const Json& j, const std::string& pointer);
 std::optional<std::string> GetString(const Json& j, std::initializer_list<absl::string_view> path);
 std::optional<int64_t> GetInt(const Json& j, std::initializer_list<absl::string_view> path);
 std::optional<bool> GetBool(const Json& j, std::initializer_list<absl::string_view> path);
+// The member `key` of `obj`; nullptr when `obj` is not an object or the member is absent or null.
+const Json* Field(const Json& obj, const char* key);
+// The integer member `key` of `obj`, or `def` when it is absent, null or not an integer.
+int64_t IntField(const Json& obj, const char* key, int64_t def);
 
 // ---- Metadata
 // ------------------------------------------------------------------------------------

@@ -7,14 +7,15 @@
 #include "absl/synchronization/mutex.h"
 #include "common/health_server.h"
 #include "common/logging.h"
+#include "common/url.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
 #include "kube/manager.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
-#include "manager/controllers/imagepull_group.h"
-#include "manager/controllers/imagepulljob_validation.h"
+#include "manager/imagepull/imagepull_group.h"
+#include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
@@ -52,7 +53,7 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
       webhook::kMutatePodPath,
       std::make_shared<webhook::PodMutatingHandler>(std::move(pod_chain), std::move(pod_opts)),
       [&gates] { return gates.Enabled("PodWebhook"); });
-  // ImagePullJob: the defaults and checks of manager/controllers/imagepulljob_validation.h.
+  // ImagePullJob: the defaults and checks of manager/imagepull/imagepulljob_validation.h.
   auto mutate_job = std::make_shared<webhook::FuncHandler>(
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
@@ -255,10 +256,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   webhook::WebhookServer::Options server_opts;
   // The webhook listener's IP (--webhook-bind-address); brackets for an IPv6 literal.
   const std::string& bind = cfg.webhook_bind_address;
-  server_opts.address = bind.empty() ? absl::StrCat(":", cfg.webhook_port)
-                        : bind.find(':') == std::string::npos
-                            ? absl::StrCat(bind, ":", cfg.webhook_port)
-                            : absl::StrCat("[", bind, "]:", cfg.webhook_port);
+  server_opts.address = absl::StrCat(UrlHost(bind), ":", cfg.webhook_port);
   server_opts.cert_dir = cfg.webhook_cert_dir;
   server_opts.metrics = registry.get();
   webhook::WebhookServer server(server_opts, &handlers);

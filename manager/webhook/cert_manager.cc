@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "common/url.h"
 #include "kube/errors.h"
 
 namespace kruise::manager::webhook {
@@ -59,10 +60,6 @@ std::string WebhookPath(const Json& webhook) {
     return path;
   }
   return "";
-}
-
-std::string UrlHost(const std::string& host) {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
 }
 
 }  // namespace

@@ -4,15 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tls.h"
+#include "common/url.h"
 
 namespace kruise::manager::webhook {
 namespace {
 
 size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
-
-std::string UrlHost(const std::string& host) {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
-}
 
 }  // namespace
 

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "cri/discovery.h"
 #include "cri/grpc_cri.h"
-#include "cri/image_ref.h"
+#include "common/image_ref.h"
 #include "test/e2e/testbed_env.h"
 #include "test/e2e/testbed_util.h"
 

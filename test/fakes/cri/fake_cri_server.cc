@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "cri/image_ref.h"
+#include "common/image_ref.h"
 #include "proto/containerd_content.grpc.pb.h"
 #include "proto/cri_api.grpc.pb.h"
 
@@ -50,7 +50,7 @@ bool LabelsMatch(const Map& selector, const Map& labels) {
 
 // Normalised form of `ref` when it parses, else `ref` itself.
 std::string NormalizeOrSelf(const std::string& ref) {
-  absl::StatusOr<cri::ImageReference> parsed = cri::ParseImageReference(ref);
+  absl::StatusOr<ImageReference> parsed = ParseImageReference(ref);
   return parsed.ok() ? parsed->Normalized() : ref;
 }
 
@@ -689,7 +689,7 @@ FakeCriServer::StoredImage* FakeCriServer::FindImageLocked(const std::string& na
   if (auto it = images_by_id_.find("sha256:" + name_or_id); it != images_by_id_.end()) {
     return &it->second;
   }
-  absl::StatusOr<cri::ImageReference> ref = cri::ParseImageReference(name_or_id);
+  absl::StatusOr<ImageReference> ref = ParseImageReference(name_or_id);
   if (!ref.ok()) {
     return nullptr;
   }
@@ -715,10 +715,10 @@ std::string FakeCriServer::AddImageLocked(const std::string& normalized, uint64_
   img.image.set_id(id);
   img.image.set_size(size);
   img.image.mutable_spec()->set_image(id);
-  absl::StatusOr<cri::ImageReference> ref = cri::ParseImageReference(normalized);
+  absl::StatusOr<ImageReference> ref = ParseImageReference(normalized);
   if (ref.ok()) {
     if (!ref->tag.empty()) {
-      cri::ImageReference tagged = *ref;
+      ImageReference tagged = *ref;
       tagged.digest.clear();
       std::string tag = tagged.Normalized();
       auto& tags = *img.image.mutable_repo_tags();
@@ -736,7 +736,7 @@ std::string FakeCriServer::AddImageLocked(const std::string& normalized, uint64_
 }
 
 absl::StatusOr<std::string> FakeCriServer::AddImage(const std::string& ref, uint64_t size_bytes) {
-  absl::StatusOr<cri::ImageReference> parsed = cri::ParseImageReference(ref);
+  absl::StatusOr<ImageReference> parsed = ParseImageReference(ref);
   if (!parsed.ok()) {
     return parsed.status();
   }
@@ -759,7 +759,7 @@ absl::Status FakeCriServer::PullImageImpl(grpc::ServerContext* ctx, const v1::Pu
     }
   }
   const std::string& name = req.image().image();
-  absl::StatusOr<cri::ImageReference> parsed = cri::ParseImageReference(name);
+  absl::StatusOr<ImageReference> parsed = ParseImageReference(name);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("failed to pull image \"", name, "\": ", parsed.status().message()));

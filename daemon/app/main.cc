@@ -1,0 +1,127 @@
+// kruise-daemon: the node agent. Flags follow OpenKruise's daemon where it has them.
+//
+//   kruise-daemon [flags]          run as the node agent (NODE_NAME required)
+//   kruise-daemon check [flags]    print the runtime found on this node; exit 0 if healthy
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stop_token>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "common/logging.h"
+#include "cri/discovery.h"
+#include "daemon/app/daemon.h"
+#include "daemon/imagepull/pull_command.h"
+
+namespace {
+
+// Turns SIGTERM/SIGINT into a stop request, on a thread of its own (no work in a handler).
+std::stop_source WatchSignals() {
+  static sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::stop_source source;
+  std::thread([source]() mutable {
+    int sig = 0;
+    sigwait(&set, &sig);
+    source.request_stop();
+  }).detach();
+  return source;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kruise::daemon::DaemonOptions o;
+  std::string log_format = "text";
+  int verbosity = 0;
+  std::string feature_gates;
+  CLI::App app{
+      "kruise-daemon: OpenKruise-compatible node agent (image pre-pull, container "
+      "recreate) over CRI"};
+  app.add_option("--addr", o.addr, "Address of /healthz, /readyz and /metrics")
+      ->capture_default_str();
+  app.add_option("--host-run-dir", o.host_run_dir,
+                 "Where the host's /var/run is mounted (CRI sockets are looked up under it)")
+      ->capture_default_str();
+  app.add_option("--socket-file", o.socket_file,
+                 "CRI socket relative to --host-run-dir (or absolute); empty: discover");
+  app.add_option("--runtime-unit", o.runtime_unit,
+                 "systemd unit of the CRI runtime, reported on /healthz and /metrics "
+                 "(default: from the runtime found, e.g. containerd.service)");
+  app.add_option("--max-workers-for-pull-image", o.max_workers_for_pull_image,
+                 "Image pulls running at once on this node; -1: unlimited")
+      ->capture_default_str();
+  app.add_option("--max-workers-for-crr", o.max_workers_for_crr,
+                 "ContainerRecreateRequest workers (pods handled at once; OpenKruise: 32)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--kubeconfig", o.kubeconfig, "Kubeconfig file (default: in-cluster)");
+  app.add_option("--rest-config-qps", o.rest_qps, "API requests per second")->capture_default_str();
+  app.add_option("--rest-config-burst", o.rest_burst, "API request burst")->capture_default_str();
+  app.add_option("--nodeimage-version", o.nodeimage_version, "NodeImage API version to watch")
+      ->check(CLI::IsMember({"v1alpha1", "v1beta1"}))
+      ->capture_default_str();
+  app.add_option("--feature-gates", feature_gates,
+                 "OpenKruise feature gates (accepted for compatibility)");
+  app.add_option("--log-format", log_format, "text or json")->capture_default_str();
+  app.add_option("-v,--v", verbosity, "Log verbosity (klog-style)");
+  bool logtostderr = true;
+  app.add_flag("--logtostderr", logtostderr, "Accepted for compatibility (always stderr)");
+  auto* check = app.add_subcommand("check", "Find the CRI runtime and print what answered");
+  kruise::daemon::PullCommandOptions pull;
+  auto* pull_cmd = app.add_subcommand(
+      "pull",
+      "Pre-pull the images of ImagePullJob/NodeImage YAML or references, no cluster needed");
+  pull_cmd->add_option("-f,--filename", pull.files, "YAML file(s); - for stdin");
+  pull_cmd->add_option("images", pull.images, "Image references");
+  pull_cmd->add_option("--docker-config", pull.docker_config,
+                       "Docker config JSON with registry credentials");
+  pull_cmd->add_option("--max-workers", pull.max_workers, "Pulls at once")->capture_default_str();
+  pull_cmd->add_option("--timeout-seconds", pull.timeout_seconds, "Per attempt")
+      ->capture_default_str();
+  pull_cmd->add_option("--backoff-limit", pull.backoff_limit, "Retries")->capture_default_str();
+  pull_cmd->add_flag("--always", pull.always, "Pull even when the runtime has the image");
+  CLI11_PARSE(app, argc, argv);
+
+  auto format = kruise::ParseLogFormat(log_format);
+  if (!format.ok()) {
+    std::fprintf(stderr, "kruise-daemon: %s\n", std::string(format.status().message()).c_str());
+    return 2;
+  }
+  kruise::InitLogging({.format = *format, .level = kruise::LevelFromVerbosity(verbosity)});
+
+  if (pull_cmd->parsed()) {
+    pull.host_run_dir = o.host_run_dir == "/hostvarrun" ? "/var/run" : o.host_run_dir;
+    pull.socket_file = o.socket_file;
+    return kruise::daemon::RunPullCommand(pull);
+  }
+  if (check->parsed()) {
+    kruise::cri::DiscoveryOptions d;
+    d.host_run_dir = o.host_run_dir;
+    d.socket_override = o.socket_file;
+    auto rt = kruise::cri::DiscoverRuntime(d);
+    if (!rt.ok()) {
+      std::printf("runtime: NOT FOUND\n%s\n", std::string(rt.status().message()).c_str());
+      return 1;
+    }
+    std::printf("runtime: %s %s (CRI %s)\nsocket: %s\nimage fs: %s\n", rt->runtime_name.c_str(),
+                rt->runtime_version.c_str(), rt->runtime_api_version.c_str(),
+                rt->socket_path.c_str(), rt->image_fs_summary.c_str());
+    return 0;
+  }
+
+  const char* node = std::getenv("NODE_NAME");
+  o.node_name = node != nullptr ? node : "";
+  std::stop_source stop = WatchSignals();
+  absl::Status s = kruise::daemon::RunDaemon(o, stop.get_token());
+  if (!s.ok()) {
+    kruise::Logger("daemon")->critical("{}", s);
+    return 1;
+  }
+  return 0;
+}
