@@ -13,7 +13,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
-PEERS=${PEERS_DIR:-/work/shared/peers}
+PEERS=${PEERS_DIR:-$ROOT/../shared/peers}
 OURS=$BUILD/bench/webhook/webhook-bench-server
 [ -x "$OURS" ] || ninja -C "$BUILD" webhook-bench-server
 ENV_FILE=${KRUISE_KUBE_LOCAL_ENV:-/tmp/kube-local/env}

@@ -3,7 +3,7 @@
 # run. Servers are pinned to CPU 0, load generators to CPU 1. See bench/webhook/README.md.
 #   bench/webhook/run.sh [BUILD_DIR]      (default build dir: build; Release recommended)
 # Two kinds of load per path:
-#   - /work/shared/peers/bench-webhook (the peers' script): hey at 1,000 req/s over 10 connections
+#   - ../shared/peers/bench-webhook (the peers' script): hey at 1,000 req/s over 10 connections
 #     (closed loop; its workers fire together, so requests arrive in bursts of 10), then h2load at
 #     saturation;
 #   - webhook-loadgen: open loop, 1,000 req/s with Poisson arrivals, latency from each request's
@@ -11,12 +11,12 @@
 #     TLS, HTTP, the kernel and this machine set for any server).
 # At the end our server prints its own latency histogram (review read -> reply ready) per path.
 # Env: OPEN_LOOP_SECONDS (20), OPEN_LOOP_RATE (1000).
-# Needs: openssl, hey, nghttp2-client (h2load). The Go peer is built with /work/shared/peers/build.sh
+# Needs: openssl, hey, nghttp2-client (h2load). The Go peer is built with ../shared/peers/build.sh
 # when kube-local's cached Go tree exists; otherwise it is skipped with a message.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
-PEERS=${PEERS_DIR:-/work/shared/peers}
+PEERS=${PEERS_DIR:-$ROOT/../shared/peers}
 REVIEW=${REVIEW:-$PEERS/review-pod-create.json}
 OURS=${OURS_BIN:-$BUILD/bench/webhook/webhook-bench-server}
 LOADGEN=$BUILD/bench/webhook/webhook-loadgen
