@@ -62,7 +62,18 @@ class KubeApiE2eTest : public ::testing::Test {
     ns_ = std::make_unique<ScopedNamespace>(client_.get(), "kruise-e2e");
     ASSERT_TRUE(ns_->status().ok()) << ns_->status();
   }
-  void TearDown() override { ns_.reset(); }
+  void TearDown() override {
+    ns_.reset();
+    // CRDs this test installed go again, so the next test starts from the cluster it found.
+    if (installed_crds_) {
+      std::string out;
+      auto rc = RunCommand({env_.kubectl(), "--kubeconfig", env_.kubeconfig(), "delete", "-k",
+                            std::string(KRUISE_SOURCE_DIR) + "/deploy/crds", "--wait=true",
+                            "--timeout=120s"},
+                           &out);
+      EXPECT_TRUE(rc.ok() && *rc == 0) << out;
+    }
+  }
 
   // Applies deploy/crds when the ImagePullJob CRD is missing and waits until it is Established.
   void EnsureCrds() {
@@ -70,11 +81,14 @@ class KubeApiE2eTest : public ::testing::Test {
     auto got = client_->Get(res::CustomResourceDefinitions(), "", crd);
     if (kube::IsNotFound(got.status())) {
       std::string out;
-      auto rc = RunCommand({env_.kubectl(), "--kubeconfig", env_.kubeconfig(), "apply", "-f",
-                            std::string(KRUISE_SOURCE_DIR) + "/deploy/crds/"},
+      // -k: deploy/crds is a kustomization (`apply -f` of the folder would also read
+      // kustomization.yaml as an object and fail).
+      auto rc = RunCommand({env_.kubectl(), "--kubeconfig", env_.kubeconfig(), "apply", "-k",
+                            std::string(KRUISE_SOURCE_DIR) + "/deploy/crds"},
                            &out);
       ASSERT_TRUE(rc.ok()) << rc.status();
       ASSERT_EQ(*rc, 0) << out;
+      installed_crds_ = true;
     } else {
       ASSERT_TRUE(got.ok()) << got.status();
     }
@@ -122,6 +136,7 @@ class KubeApiE2eTest : public ::testing::Test {
   KubeLocalEnv env_;
   std::unique_ptr<kube::RestKubeClient> client_;
   std::unique_ptr<ScopedNamespace> ns_;
+  bool installed_crds_ = false;
 };
 
 // 1. CRUD and the status subresource on a CRD, with every optimistic-concurrency failure.
@@ -448,10 +463,19 @@ class PartitionableClient final : public kube::KubeClient {
  public:
   explicit PartitionableClient(kube::KubeClient* inner) : inner_(inner) {}
 
+  // Cuts the client off: the open watch is cancelled and Partition() returns only once that call
+  // has returned, and no event of a watch opened before the partition is delivered afterwards
+  // (libcurl notices a cancel only at its next progress callback, up to a second later, and the
+  // API server may still be sending; without both guards those events would arrive after
+  // HealWithGone as ordinary watch events).
   void Partition() {
     absl::MutexLock lock(&mu_);
     partitioned_ = true;
+    ++generation_;
     if (active_ != nullptr) active_->Cancel();
+    auto closed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_ == nullptr; };
+    ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&closed), absl::Seconds(30)))
+        << "the watch open at the partition did not return";
   }
   // Ends the partition; the next watch is sent with resourceVersion "1".
   void HealWithGone() {
@@ -490,9 +514,11 @@ class PartitionableClient final : public kube::KubeClient {
                      const kube::WatchHandler& handler, kube::WatchCanceller* canceller) override {
     kube::ListOptions o = opts;
     kube::WatchCanceller mine;
+    uint64_t generation = 0;
     {
       absl::MutexLock lock(&mu_);
       if (partitioned_) return absl::UnavailableError("test partition");
+      generation = generation_;
       if (force_gone_) {
         force_gone_ = false;
         o.resource_version = "1";
@@ -510,10 +536,10 @@ class PartitionableClient final : public kube::KubeClient {
     });
     // Events that arrive once partitioned are dropped (the cancel takes effect only at libcurl's
     // next progress callback), so the partition is exact.
-    const kube::WatchHandler gated = [this, &handler](kube::WatchEvent&& ev) {
+    const kube::WatchHandler gated = [this, &handler, generation](kube::WatchEvent&& ev) {
       {
         absl::MutexLock lock(&mu_);
-        if (partitioned_) return false;
+        if (partitioned_ || generation != generation_) return false;
       }
       return handler(std::move(ev));
     };
@@ -522,7 +548,9 @@ class PartitionableClient final : public kube::KubeClient {
     forward.join();
     absl::MutexLock lock(&mu_);
     active_ = nullptr;
-    if (st.ok() && partitioned_) return absl::UnavailableError("test partition");
+    if (st.ok() && (partitioned_ || generation != generation_)) {
+      return absl::UnavailableError("test partition");
+    }
     return st;
   }
 
@@ -531,6 +559,7 @@ class PartitionableClient final : public kube::KubeClient {
   absl::Mutex mu_;
   bool partitioned_ ABSL_GUARDED_BY(mu_) = false;
   bool force_gone_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // counts partitions
   kube::WatchCanceller* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<int> gone_watches_{0};
 };
@@ -600,7 +629,7 @@ TEST_F(KubeApiE2eTest, InformerRelistsAfterGoneAndEmitsTombstones) {
   }
 
   // Partition, then change things behind the informer's back.
-  pc.Partition();
+  ASSERT_NO_FATAL_FAILURE(pc.Partition());
   const uint64_t lists_before = informer.stats().lists;
   ASSERT_TRUE(client_->Delete(res::ConfigMaps(), ns, "inf-1").ok());
   ASSERT_TRUE(client_->Delete(res::ConfigMaps(), ns, "inf-2").ok());
