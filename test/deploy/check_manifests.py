@@ -219,7 +219,7 @@ def check_daemonset(objs, where, kube_local=False):
     if check(len(sock) == 1, f"{where}: nothing mounted at --host-run-dir {run_dir}"):
         check(sock[0].get("readOnly") is True, f"{where}: host run dir not read-only")
         hp = vols[sock[0]["name"]].get("hostPath", {}).get("path")
-        check(hp == ("/tmp/kube-local/containerd" if kube_local else "/var/run"), f"{where}: socket hostPath {hp}")
+        check(hp == ("/run/kube-local-16400/node" if kube_local else "/var/run"), f"{where}: socket hostPath {hp}")
     sc = c.get("securityContext", {})
     check(sc.get("allowPrivilegeEscalation") is False and sc.get("readOnlyRootFilesystem") is True
           and sc.get("capabilities", {}).get("drop") == ["ALL"] and not sc.get("privileged"),

@@ -135,13 +135,17 @@ say "pushed $DAEMON_IMAGE ($(du -sk "$WORK/image/blobs" | cut -f1) KiB of blobs)
 
 k kustomize "$ROOT/deploy/overlays/kube-local-daemon" >"$WORK/rendered.yaml" || die "kustomize failed"
 python3 - "$WORK/rendered.yaml" "$DAEMON_IMAGE" "$WORK/daemon-objects.yaml" <<'EOF' || die "rendering failed"
-import sys, yaml
+import os, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 for d in docs:
     if d["kind"] == "DaemonSet":
         for c in d["spec"]["template"]["spec"]["containers"]:
             c["image"] = sys.argv[2]
             c["imagePullPolicy"] = "IfNotPresent"
+        # The overlay names the default instance's node run dir; use this instance's.
+        for v in d["spec"]["template"]["spec"].get("volumes", []):
+            if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
+                v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
 yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
 own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
 yaml.safe_dump_all(own, open(sys.argv[3], "w"))
