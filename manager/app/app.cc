@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "common/url.h"
@@ -16,6 +17,7 @@
 #include "kube/rest_client.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
+#include "manager/imagepull/nodeimage_admission.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
@@ -78,6 +80,31 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
        {"/validate-apps-kruise-io-imagepulljob", "/validate-apps-kruise-io-v1alpha1-imagepulljob",
         "/validate-apps-kruise-io-v1beta1-imagepulljob"}) {
     registry->Register(p, validate_job, imagepulljob);
+  }
+  // NodeImage: OpenKruise's defaults and checks (manager/imagepull/nodeimage_admission.h), so a
+  // NodeImage edited by hand keeps its tags. Registered with the daemon's feature, as OpenKruise.
+  auto mutate_node_image = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+        return webhook::PatchResponse(req.object,
+                                      DefaultNodeImage(req.object, Clock::Real()->Now()));
+      });
+  auto validate_node_image = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        absl::Status st = ValidateNodeImage(req.object);
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
+        return webhook::Allowed();
+      });
+  for (const char* p : {"/mutate-apps-kruise-io-nodeimage", "/mutate-apps-kruise-io-v1alpha1-nodeimage",
+                        "/mutate-apps-kruise-io-v1beta1-nodeimage"}) {
+    registry->Register(p, mutate_node_image, daemon);
+  }
+  for (const char* p :
+       {"/validate-apps-kruise-io-nodeimage", "/validate-apps-kruise-io-v1alpha1-nodeimage",
+        "/validate-apps-kruise-io-v1beta1-nodeimage"}) {
+    registry->Register(p, validate_node_image, daemon);
   }
 }
 

@@ -109,6 +109,7 @@ WEBHOOK_PATHS = {
     "mpod.kb.io": "/mutate-pod",
     "mimagepulljob.kb.io": "/mutate-apps-kruise-io-imagepulljob",
     "mcontainerrecreaterequest.kb.io": "/mutate-apps-kruise-io-containerrecreaterequest",
+    "mnodeimage.kb.io": "/mutate-apps-kruise-io-nodeimage",
     "vimagepulljob.kb.io": "/validate-apps-kruise-io-imagepulljob",
     "vcontainerrecreaterequest.kb.io": "/validate-apps-kruise-io-containerrecreaterequest",
     "vnodeimage.kb.io": "/validate-apps-kruise-io-nodeimage",

@@ -19,6 +19,10 @@
 #   2. ImagePullJob over the node from the TLS + basic-auth registry with a pull secret: the copy in
 #      kruise-daemon-config, the NodeImage tag owned by the job -> Succeeded -> job succeeded=1 with
 #      completionTime -> ttlSecondsAfterFinished deletes the job -> the copy is gone;
+#  2b. the NodeImage patch of OpenKruise's manual ("NodeImage (low-level)") by hand: the webhook
+#      defaults createdAt and the pull policy, the tag is Succeeded with an imageID and counted in
+#      status.succeeded, the controller removes it after its ttlSecondsAfterFinished; a tag
+#      without the TTL is refused with the webhook's reason;
 #   3. an invalid ImagePullJob is denied by kubectl with the webhook's message;
 #   4. a ContainerRecreateRequest with only podName + a container name: the webhook adds the labels
 #      and statusContext, it ends Completed/Succeeded and the kubelet reports restartCount + 1;
@@ -434,6 +438,43 @@ phases=$(jq -r --arg i "$IMG_TLS" '(.status.imageStatuses[$i].tags // [])[] | se
   "$WORK/ni.watch" | uniq | tr '\n' ' ')
 grep -q "Succeeded" <<<"$phases" || die "$IMG_TLS:v1 never Succeeded on $NODE: $phases"
 step_done "pull-tls: copy $DNS/$COPY made and used as the tag's pull secret, tag phases: ${phases}; job complete after $(secs "$DONE_MS")s ($status), deleted by its TTL after $(secs "$TTL_MS")s, copy events: $events"
+
+# --- 2b. a NodeImage edited by hand (OpenKruise manual, "NodeImage (low-level)") ---------------
+step 2b "the manual's kubectl patch of the NodeImage: defaulted by the webhook, pulled, counted, removed by its TTL"
+HAND_IMG=${BB%:*} HAND_TAG=${BB##*:}
+# The manual's patch, with a 5 s TTL so that the removal is observed here (the manual uses 300).
+HAND_PATCH=$(jq -cn --arg i "$HAND_IMG" --arg t "$HAND_TAG" '{spec: {images: {($i): {tags: [{tag: $t,
+  pullPolicy: {ttlSecondsAfterFinished: 5, timeoutSeconds: 600, backoffLimit: 3, activeDeadlineSeconds: 1200}}]}}}}')
+t=$(now_ms)
+k patch nodeimages.apps.kruise.io "$NODE" --type=merge -p "$HAND_PATCH" >/dev/null ||
+  die "kubectl patch nodeimage/$NODE (the manual's patch)"
+ni_json || die "reading NodeImage $NODE"
+hand_tag=$(jq -c --arg i "$HAND_IMG" --arg t "$HAND_TAG" '.spec.images[$i].tags[]? | select(.tag == $t)' "$WORK/ni.json")
+[ "$(jq -r '.createdAt // ""' <<<"$hand_tag")" != "" ] &&
+  [ "$(jq -cS '.pullPolicy' <<<"$hand_tag")" = '{"activeDeadlineSeconds":1200,"backoffLimit":3,"timeoutSeconds":600,"ttlSecondsAfterFinished":5}' ] ||
+  die "the hand-written tag was not defaulted by the NodeImage webhook: $hand_tag"
+hand_succeeded() {
+  ni_json && jq -e --arg i "$HAND_IMG" --arg t "$HAND_TAG" '(.status.imageStatuses[$i].tags // [])[]
+    | select(.tag == $t and .phase == "Succeeded" and (.imageID // "") != "")' "$WORK/ni.json" >/dev/null
+}
+wait_for 60 "the hand-written tag $HAND_IMG:$HAND_TAG to be Succeeded with an imageID" hand_succeeded
+HAND_MS=$(($(now_ms) - t))
+counted=$(jq -c '.status | {desired, succeeded, failed, pulling}' "$WORK/ni.json")
+[ "$(jq -r '.succeeded // 0' <<<"$counted")" -ge 1 ] || die "status.succeeded does not count the tag: $counted"
+image_id=$(jq -r --arg i "$HAND_IMG" --arg t "$HAND_TAG" '.status.imageStatuses[$i].tags[] | select(.tag == $t) | .imageID' "$WORK/ni.json")
+hand_gone() {
+  ni_json && ! jq -e --arg i "$HAND_IMG" --arg t "$HAND_TAG" '.spec.images[$i].tags[]? | select(.tag == $t)' \
+    "$WORK/ni.json" >/dev/null
+}
+wait_for 60 "the hand-written tag to be removed after its 5 s TTL" hand_gone
+GONE_MS=$(($(now_ms) - t))
+# Without the TTL the tag is refused with the webhook's reason (OpenKruise requires it too).
+no_ttl=$(jq -cn --arg i "$HAND_IMG" '{spec: {images: {($i): {tags: [{tag: "no-ttl"}]}}}}')
+why=$(k patch nodeimages.apps.kruise.io "$NODE" --type=merge -p "$no_ttl" 2>&1) &&
+  die "a tag without ttlSecondsAfterFinished was accepted"
+grep -q "pullPolicy.ttlSecondsAfterFinished for $HAND_IMG/no-ttl must be set" <<<"$why" ||
+  die "denial without the webhook's reason: $why"
+step_done "tag defaulted (createdAt, pullPolicy), Succeeded with imageID ${image_id:0:19}... after $(secs "$HAND_MS")s, status $counted, removed $(secs "$GONE_MS")s after the patch (TTL 5 s); a tag without TTL is refused: $(tail -n 1 <<<"$why" | cut -c1-120)"
 
 # --- 3. invalid objects -------------------------------------------------------------------------
 step 3 "an invalid ImagePullJob (and a CRR for an unknown container) is denied with a readable message"
