@@ -28,7 +28,7 @@ Json PodOwnedBy(const std::string& api_version, const std::string& kind, bool co
   return pod;
 }
 
-AdmissionRequest Create(Json pod, std::string ns = "default") {
+AdmissionRequest CreatePodRequest(Json pod, std::string ns = "default") {
   AdmissionRequest req;
   req.operation = "CREATE";
   req.namespace_ = std::move(ns);
@@ -81,7 +81,7 @@ TEST(PodMutatingHandlerTest, InjectsKruisePodReadyWhereOpenKruiseDoes) {
   for (const GateCase& c : cases) {
     SCOPED_TRACE(c.name);
     auto handler = Handler(c.all_pods);
-    AdmissionResponse resp = handler->Handle(Create(c.pod));
+    AdmissionResponse resp = handler->Handle(CreatePodRequest(c.pod));
     EXPECT_TRUE(resp.allowed);
     EXPECT_EQ(resp.patch.has_value(), c.want_patch);
     Json after = Apply(c.pod, resp);
@@ -101,7 +101,7 @@ TEST(PodMutatingHandlerTest, InjectsKruisePodReadyWhereOpenKruiseDoes) {
 TEST(PodMutatingHandlerTest, AppendsToExistingReadinessGates) {
   Json pod = PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true);
   pod["spec"]["readinessGates"] = Json::array({{{"conditionType", "example.com/lb"}}});
-  AdmissionResponse resp = Handler(false)->Handle(Create(pod));
+  AdmissionResponse resp = Handler(false)->Handle(CreatePodRequest(pod));
   ASSERT_TRUE(resp.patch.has_value());
   Json after = Apply(pod, resp);
   EXPECT_EQ(after["spec"]["readinessGates"], Json::parse(R"([{"conditionType": "example.com/lb"},
@@ -111,27 +111,27 @@ TEST(PodMutatingHandlerTest, AppendsToExistingReadinessGates) {
 TEST(PodMutatingHandlerTest, NeverTouchesExcludedNamespacesOtherOperationsOrSubresources) {
   auto handler = Handler(true);
   Json pod = PodOwnedBy("apps.kruise.io/v1alpha1", "CloneSet", true);
-  EXPECT_FALSE(handler->Handle(Create(pod, "kube-system")).patch.has_value());
-  EXPECT_FALSE(handler->Handle(Create(pod, "kruise-system")).patch.has_value());
-  AdmissionRequest update = Create(pod);
+  EXPECT_FALSE(handler->Handle(CreatePodRequest(pod, "kube-system")).patch.has_value());
+  EXPECT_FALSE(handler->Handle(CreatePodRequest(pod, "kruise-system")).patch.has_value());
+  AdmissionRequest update = CreatePodRequest(pod);
   update.operation = "UPDATE";
   update.old_object = pod;
   EXPECT_FALSE(handler->Handle(update).patch.has_value());
-  AdmissionRequest binding = Create(pod);
+  AdmissionRequest binding = CreatePodRequest(pod);
   binding.sub_resource = "binding";
   EXPECT_FALSE(handler->Handle(binding).patch.has_value());
-  EXPECT_TRUE(handler->Handle(Create(pod, "default")).patch.has_value());
+  EXPECT_TRUE(handler->Handle(CreatePodRequest(pod, "default")).patch.has_value());
 }
 
 TEST(PodMutatingHandlerTest, BadInputIsDeniedWithAMessage) {
   auto handler = Handler(true);
-  AdmissionResponse not_pod = handler->Handle(Create(Json("a string")));
+  AdmissionResponse not_pod = handler->Handle(CreatePodRequest(Json("a string")));
   EXPECT_FALSE(not_pod.allowed);
   EXPECT_EQ(not_pod.result.code, 400);
 
   Json pod = PodOwnedBy("", "", false);
   pod["spec"]["readinessGates"] = "KruisePodReady";
-  AdmissionResponse bad_gates = handler->Handle(Create(pod));
+  AdmissionResponse bad_gates = handler->Handle(CreatePodRequest(pod));
   EXPECT_FALSE(bad_gates.allowed);
   EXPECT_EQ(bad_gates.result.code, 422);
   EXPECT_THAT(bad_gates.result.message, HasSubstr("readinessGates is not a list"));
@@ -167,7 +167,7 @@ TEST(PodMutatingHandlerTest, RunsTheChainInOrderOnOneCopy) {
   chain.push_back(std::make_unique<LabelMutator>("second", &seen));
   PodMutatingHandler handler(std::move(chain), {});
   Json pod = PodOwnedBy("", "", false);
-  AdmissionResponse resp = handler.Handle(Create(pod));
+  AdmissionResponse resp = handler.Handle(CreatePodRequest(pod));
   ASSERT_TRUE(resp.patch.has_value());
   EXPECT_EQ(seen, (std::vector<std::string>{"", "first,"}));
   Json after = Apply(pod, resp);
