@@ -365,6 +365,10 @@ size_t HeapInUse() { return mallinfo2().uordblks; }
 // Measures the cache cost per object (reported by the test): bytes of the encoded form and heap
 // growth per cached pod, against the alternative of caching decoded nlohmann::json trees.
 TEST(StoreMemoryTest, RealisticPodCostsLessThanTwoKiBAfterTransform) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // The sanitizers replace malloc: mallinfo2() does not see the heap they manage.
+  GTEST_SKIP() << "heap accounting needs glibc's malloc (sanitizer build)";
+#endif
   constexpr int kPods = 3000;
   const size_t raw = RealisticPod(0).dump().size();
   Json transformed = RealisticPod(0);

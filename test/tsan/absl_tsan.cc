@@ -53,6 +53,24 @@ using MuCondFn = void (*)(absl::Mutex*, const absl::Condition&);
 using MuCondDurFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Duration);
 using MuCondTimeFn = bool (*)(absl::Mutex*, const absl::Condition&, absl::Time);
 
+// abseil evaluates a waiter's Condition while holding the lock, but inside the library, in the
+// waiting thread or in whichever thread unlocks: TSan sees neither. Each evaluation is therefore
+// wrapped as a small critical section of its own on the same address (acquire, evaluate,
+// release), so what the predicate reads is ordered with the writers that hold the Mutex.
+struct AnnotatedCondition {
+  AnnotatedCondition(const absl::Condition& inner, absl::Mutex* mu)
+      : inner(&inner), mu(mu), condition(&Eval, this) {}
+  static bool Eval(AnnotatedCondition* self) {
+    __tsan_acquire(self->mu);
+    bool holds = self->inner->Eval();
+    __tsan_release(self->mu);
+    return holds;
+  }
+  const absl::Condition* inner;
+  absl::Mutex* mu;
+  absl::Condition condition;
+};
+
 }  // namespace
 
 namespace absl {
@@ -98,13 +116,15 @@ void Mutex::ReaderUnlock() {
 
 void Mutex::LockWhen(const Condition& cond) {
   static const auto real = Lookup<MuCondFn>("5Mutex8LockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  AnnotatedCondition annotated(cond, this);
+  real(this, annotated.condition);
   __tsan_acquire(this);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static const auto real = Lookup<MuCondFn>("5Mutex14ReaderLockWhenERKNS0_9ConditionE");
-  real(this, cond);
+  AnnotatedCondition annotated(cond, this);
+  real(this, annotated.condition);
   __tsan_acquire(this);
 }
 
@@ -112,7 +132,8 @@ void Mutex::ReaderLockWhen(const Condition& cond) {
 bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real =
       Lookup<MuCondDurFn>("5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  bool ok = real(this, cond, timeout);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, timeout);
   __tsan_acquire(this);
   return ok;
 }
@@ -120,7 +141,8 @@ bool Mutex::LockWhenWithTimeout(const Condition& cond, Duration timeout) {
 bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real =
       Lookup<MuCondTimeFn>("5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  bool ok = real(this, cond, deadline);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, deadline);
   __tsan_acquire(this);
   return ok;
 }
@@ -128,7 +150,8 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
 bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real =
       Lookup<MuCondDurFn>("5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
-  bool ok = real(this, cond, timeout);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, timeout);
   __tsan_acquire(this);
   return ok;
 }
@@ -136,7 +159,8 @@ bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
   static const auto real =
       Lookup<MuCondTimeFn>("5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
-  bool ok = real(this, cond, deadline);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, deadline);
   __tsan_acquire(this);
   return ok;
 }
@@ -145,7 +169,8 @@ bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
 void Mutex::Await(const Condition& cond) {
   static const auto real = Lookup<MuCondFn>("5Mutex5AwaitERKNS0_9ConditionE");
   __tsan_release(this);
-  real(this, cond);
+  AnnotatedCondition annotated(cond, this);
+  real(this, annotated.condition);
   __tsan_acquire(this);
 }
 
@@ -153,7 +178,8 @@ bool Mutex::AwaitWithTimeout(const Condition& cond, Duration timeout) {
   static const auto real =
       Lookup<MuCondDurFn>("5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   __tsan_release(this);
-  bool ok = real(this, cond, timeout);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, timeout);
   __tsan_acquire(this);
   return ok;
 }
@@ -162,7 +188,8 @@ bool Mutex::AwaitWithDeadline(const Condition& cond, Time deadline) {
   static const auto real =
       Lookup<MuCondTimeFn>("5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   __tsan_release(this);
-  bool ok = real(this, cond, deadline);
+  AnnotatedCondition annotated(cond, this);
+  bool ok = real(this, annotated.condition, deadline);
   __tsan_acquire(this);
   return ok;
 }
