@@ -23,19 +23,10 @@ using ::testing::ElementsAre;
 using testing::FakeApiServer;
 using testing::FakeFailure;
 using ::testing::UnorderedElementsAre;
+using testutil::WaitFor;
 
 // A namespaced custom resource with a status subresource, registered by the test itself.
 Resource Widgets() { return {"test.kruise.io", "v1", "widgets", "Widget", true}; }
-
-template <typename Pred>
-bool WaitFor(Pred pred, absl::Duration limit = absl::Seconds(10)) {
-  const absl::Time end = absl::Now() + limit;
-  while (!pred()) {
-    if (absl::Now() > end) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 Json Pod(const std::string& name, const std::string& ns = "default") {
   return {{"apiVersion", "v1"},

@@ -22,6 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testutil::TempDir;
+using testutil::WaitFor;
 
 // Runs an httplib server (plain or TLS) on 127.0.0.1 on a background thread.
 class TestServer {
@@ -81,17 +82,6 @@ std::string StatusJson(int code, const std::string& reason, const std::string& m
   return Json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
               {"code", code},     {"reason", reason},   {"message", msg}}
       .dump();
-}
-
-// Waits (bounded) for `pred`.
-template <typename Pred>
-bool WaitFor(Pred pred, absl::Duration limit = absl::Seconds(10)) {
-  const absl::Time end = absl::Now() + limit;
-  while (!pred()) {
-    if (absl::Now() > end) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 // ---- Requests --------------------------------------------------------------------------------
