@@ -6,19 +6,19 @@
 #include <cstdio>
 #include <string>
 
-#include "CLI/CLI.hpp"
+#include "common/flags.h"
 #include "cri/discovery.h"
 #include "cri/grpc_cri.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Discover the node's CRI runtime and print what it reports"};
+  kruise::Flags app{"Discover the node's CRI runtime and print what it reports"};
   kruise::cri::DiscoveryOptions opts;
   int timeout_ms = 3000;
-  app.add_option("--run-dir", opts.host_run_dir, "Host run directory holding runtime sockets");
-  app.add_option("--socket", opts.socket_override,
-                 "Socket to use instead of the candidates (relative to --run-dir or absolute)");
-  app.add_option("--timeout-ms", timeout_ms, "Per-call timeout in milliseconds");
-  CLI11_PARSE(app, argc, argv);
+  app.Add("--run-dir", &opts.host_run_dir, "Host run directory holding runtime sockets");
+  app.Add("--socket", &opts.socket_override,
+          "Socket to use instead of the candidates (relative to --run-dir or absolute)");
+  app.Add("--timeout-ms", &timeout_ms, "Per-call timeout in milliseconds");
+  if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
   opts.probe_timeout = absl::Milliseconds(timeout_ms);
 
   absl::StatusOr<kruise::cri::DiscoveredRuntime> rt = kruise::cri::DiscoverRuntime(opts);

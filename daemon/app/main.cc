@@ -9,7 +9,7 @@
 #include <stop_token>
 #include <thread>
 
-#include "CLI/CLI.hpp"
+#include "common/flags.h"
 #include "common/logging.h"
 #include "cri/discovery.h"
 #include "daemon/app/daemon.h"
@@ -40,53 +40,51 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   int verbosity = 0;
   std::string feature_gates;
-  CLI::App app{
+  kruise::Flags app{
       "kruise-daemon: OpenKruise-compatible node agent (image pre-pull, container "
       "recreate) over CRI"};
-  app.add_option("--addr", o.addr, "Address of /healthz, /readyz and /metrics")
-      ->capture_default_str();
-  app.add_option("--host-run-dir", o.host_run_dir,
-                 "Where the host's /var/run is mounted (CRI sockets are looked up under it)")
-      ->capture_default_str();
-  app.add_option("--socket-file", o.socket_file,
-                 "CRI socket relative to --host-run-dir (or absolute); empty: discover");
-  app.add_option("--runtime-unit", o.runtime_unit,
-                 "systemd unit of the CRI runtime, reported on /healthz and /metrics "
-                 "(default: from the runtime found, e.g. containerd.service)");
-  app.add_option("--max-workers-for-pull-image", o.max_workers_for_pull_image,
-                 "Image pulls running at once on this node; -1: unlimited")
-      ->capture_default_str();
-  app.add_option("--max-workers-for-crr", o.max_workers_for_crr,
-                 "ContainerRecreateRequest workers (pods handled at once; OpenKruise: 32)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--kubeconfig", o.kubeconfig, "Kubeconfig file (default: in-cluster)");
-  app.add_option("--rest-config-qps", o.rest_qps, "API requests per second")->capture_default_str();
-  app.add_option("--rest-config-burst", o.rest_burst, "API request burst")->capture_default_str();
-  app.add_option("--nodeimage-version", o.nodeimage_version, "NodeImage API version to watch")
-      ->check(CLI::IsMember({"v1alpha1", "v1beta1"}))
-      ->capture_default_str();
-  app.add_option("--feature-gates", feature_gates,
-                 "OpenKruise feature gates (accepted for compatibility)");
-  app.add_option("--log-format", log_format, "text or json")->capture_default_str();
-  app.add_option("-v,--v", verbosity, "Log verbosity (klog-style)");
+  app.Add("--addr", &o.addr, "Address of /healthz, /readyz and /metrics").ShowDefault();
+  app.Add("--host-run-dir", &o.host_run_dir,
+          "Where the host's /var/run is mounted (CRI sockets are looked up under it)")
+      .ShowDefault();
+  app.Add("--socket-file", &o.socket_file,
+          "CRI socket relative to --host-run-dir (or absolute); empty: discover");
+  app.Add("--runtime-unit", &o.runtime_unit,
+          "systemd unit of the CRI runtime, reported on /healthz and /metrics "
+          "(default: from the runtime found, e.g. containerd.service)");
+  app.Add("--max-workers-for-pull-image", &o.max_workers_for_pull_image,
+          "Image pulls running at once on this node; -1: unlimited")
+      .ShowDefault();
+  app.Add("--max-workers-for-crr", &o.max_workers_for_crr,
+          "ContainerRecreateRequest workers (pods handled at once; OpenKruise: 32)")
+      .Positive()
+      .ShowDefault();
+  app.Add("--kubeconfig", &o.kubeconfig, "Kubeconfig file (default: in-cluster)");
+  app.Add("--rest-config-qps", &o.rest_qps, "API requests per second").ShowDefault();
+  app.Add("--rest-config-burst", &o.rest_burst, "API request burst").ShowDefault();
+  app.Add("--nodeimage-version", &o.nodeimage_version, "NodeImage API version to watch")
+      .OneOf({"v1alpha1", "v1beta1"})
+      .ShowDefault();
+  app.Add("--feature-gates", &feature_gates,
+          "OpenKruise feature gates (accepted for compatibility)");
+  app.Add("--log-format", &log_format, "text or json").ShowDefault();
+  app.Add("-v,--v", &verbosity, "Log verbosity (klog-style)");
   bool logtostderr = true;
-  app.add_flag("--logtostderr", logtostderr, "Accepted for compatibility (always stderr)");
-  auto* check = app.add_subcommand("check", "Find the CRI runtime and print what answered");
+  app.AddSwitch("--logtostderr", &logtostderr, "Accepted for compatibility (always stderr)");
+  auto& check = app.Subcommand("check", "Find the CRI runtime and print what answered");
   kruise::daemon::PullCommandOptions pull;
-  auto* pull_cmd = app.add_subcommand(
+  auto& pull_cmd = app.Subcommand(
       "pull",
       "Pre-pull the images of ImagePullJob/NodeImage YAML or references, no cluster needed");
-  pull_cmd->add_option("-f,--filename", pull.files, "YAML file(s); - for stdin");
-  pull_cmd->add_option("images", pull.images, "Image references");
-  pull_cmd->add_option("--docker-config", pull.docker_config,
-                       "Docker config JSON with registry credentials");
-  pull_cmd->add_option("--max-workers", pull.max_workers, "Pulls at once")->capture_default_str();
-  pull_cmd->add_option("--timeout-seconds", pull.timeout_seconds, "Per attempt")
-      ->capture_default_str();
-  pull_cmd->add_option("--backoff-limit", pull.backoff_limit, "Retries")->capture_default_str();
-  pull_cmd->add_flag("--always", pull.always, "Pull even when the runtime has the image");
-  CLI11_PARSE(app, argc, argv);
+  pull_cmd.Add("-f,--filename", &pull.files, "YAML file(s); - for stdin");
+  pull_cmd.Add("images", &pull.images, "Image references");
+  pull_cmd.Add("--docker-config", &pull.docker_config,
+               "Docker config JSON with registry credentials");
+  pull_cmd.Add("--max-workers", &pull.max_workers, "Pulls at once").ShowDefault();
+  pull_cmd.Add("--timeout-seconds", &pull.timeout_seconds, "Per attempt").ShowDefault();
+  pull_cmd.Add("--backoff-limit", &pull.backoff_limit, "Retries").ShowDefault();
+  pull_cmd.AddSwitch("--always", &pull.always, "Pull even when the runtime has the image");
+  if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
 
   auto format = kruise::ParseLogFormat(log_format);
   if (!format.ok()) {
@@ -95,12 +93,12 @@ int main(int argc, char** argv) {
   }
   kruise::InitLogging({.format = *format, .level = kruise::LevelFromVerbosity(verbosity)});
 
-  if (pull_cmd->parsed()) {
+  if (pull_cmd.Given()) {
     pull.host_run_dir = o.host_run_dir == "/hostvarrun" ? "/var/run" : o.host_run_dir;
     pull.socket_file = o.socket_file;
     return kruise::daemon::RunPullCommand(pull);
   }
-  if (check->parsed()) {
+  if (check.Given()) {
     kruise::cri::DiscoveryOptions d;
     d.host_run_dir = o.host_run_dir;
     d.socket_override = o.socket_file;

@@ -1,9 +1,9 @@
 #include "manager/app/options.h"
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/logging.h"
 
 namespace kruise::manager {
@@ -70,86 +70,73 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
     c.daemon_config_namespace = v;
   }
 
-  CLI::App app{
+  kruise::Flags app{
       "kruise-manager: OpenKruise-compatible control plane (admission webhooks in every replica, "
       "leader-elected controllers)"};
-  app.set_help_flag("-h,--help", "Print this help and exit");
-  app.add_option("--metrics-addr", c.metrics_addr, "Address of /metrics")->capture_default_str();
-  app.add_option("--health-probe-addr", c.health_probe_addr, "Address of /healthz and /readyz")
-      ->capture_default_str();
-  app.add_option("--webhook-bind-address", c.webhook_bind_address,
-                 "IP the webhook server listens on (port: WEBHOOK_PORT; default: all interfaces)");
-  app.add_flag("--enable-leader-election", c.enable_leader_election,
-               "Run controllers only on the Lease holder (=false: always lead)")
-      ->capture_default_str();
+  app.SetHelpFlag("-h,--help", "Print this help and exit");
+  app.Add("--metrics-addr", &c.metrics_addr, "Address of /metrics").ShowDefault();
+  app.Add("--health-probe-addr", &c.health_probe_addr, "Address of /healthz and /readyz")
+      .ShowDefault();
+  app.Add("--webhook-bind-address", &c.webhook_bind_address,
+          "IP the webhook server listens on (port: WEBHOOK_PORT; default: all interfaces)");
+  app.AddSwitch("--enable-leader-election", &c.enable_leader_election,
+                "Run controllers only on the Lease holder (=false: always lead)")
+      .ShowDefault();
   std::string lease_ns;
-  app.add_option("--leader-election-namespace", lease_ns,
-                 "Namespace of the Lease (default: POD_NAMESPACE or kruise-system)");
-  app.add_option("--leader-election-id", c.leader_election_id, "Name of the Lease")
-      ->capture_default_str();
+  app.Add("--leader-election-namespace", &lease_ns,
+          "Namespace of the Lease (default: POD_NAMESPACE or kruise-system)");
+  app.Add("--leader-election-id", &c.leader_election_id, "Name of the Lease").ShowDefault();
   std::string lock = "leases";
-  app.add_option("--leader-election-resource-lock", lock, "Only 'leases' is supported")
-      ->check(CLI::IsMember({"leases"}));
+  app.Add("--leader-election-resource-lock", &lock, "Only 'leases' is supported").OneOf({"leases"});
   std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
   std::string webhook_init_timeout = "60s", cache_sync_timeout = "2m";
-  app.add_option("--leader-election-lease-duration", lease_duration, "Lease duration")
-      ->capture_default_str();
-  app.add_option("--leader-election-renew-deadline", renew_deadline, "Renew deadline")
-      ->capture_default_str();
-  app.add_option("--leader-election-retry-period", retry_period, "Retry period")
-      ->capture_default_str();
-  app.add_option("--webhook-initialize-timeout", webhook_init_timeout,
-                 "Exit when the webhook certificates are not served within this")
-      ->capture_default_str();
-  app.add_option("--controller-cache-sync-timeout", cache_sync_timeout, "Cache sync timeout")
-      ->capture_default_str();
+  app.Add("--leader-election-lease-duration", &lease_duration, "Lease duration").ShowDefault();
+  app.Add("--leader-election-renew-deadline", &renew_deadline, "Renew deadline").ShowDefault();
+  app.Add("--leader-election-retry-period", &retry_period, "Retry period").ShowDefault();
+  app.Add("--webhook-initialize-timeout", &webhook_init_timeout,
+          "Exit when the webhook certificates are not served within this")
+      .ShowDefault();
+  app.Add("--controller-cache-sync-timeout", &cache_sync_timeout, "Cache sync timeout")
+      .ShowDefault();
   std::string cert_renew_before = "4320h";
-  app.add_option("--webhook-cert-renew-before", cert_renew_before,
-                 "Renew the webhook serving certificate when it expires within this")
-      ->capture_default_str();
+  app.Add("--webhook-cert-renew-before", &cert_renew_before,
+          "Renew the webhook serving certificate when it expires within this")
+      .ShowDefault();
   std::string nodeimage_delay = "30s";
-  app.add_option("--nodeimage-creation-delay", nodeimage_delay,
-                 "Wait after a Node became Ready before creating its NodeImage")
-      ->capture_default_str();
-  app.add_option("--default-ttlseconds-for-always-nodeimage",
-                 c.default_ttl_for_always_nodeimage_seconds,
-                 "Extra TTL of NodeImage tags of Always ImagePullJobs")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  app.Add("--nodeimage-creation-delay", &nodeimage_delay,
+          "Wait after a Node became Ready before creating its NodeImage")
+      .ShowDefault();
+  app.Add("--default-ttlseconds-for-always-nodeimage", &c.default_ttl_for_always_nodeimage_seconds,
+          "Extra TTL of NodeImage tags of Always ImagePullJobs")
+      .NonNegative()
+      .ShowDefault();
   std::string gates;
-  app.add_option("--feature-gates", gates,
-                 "Feature gates, e.g. ImagePullJobGate=true,PodWebhook=false");
-  app.add_option("--rest-config-qps", c.rest_qps, "API requests per second")->capture_default_str();
-  app.add_option("--rest-config-burst", c.rest_burst, "API request burst")->capture_default_str();
+  app.Add("--feature-gates", &gates, "Feature gates, e.g. ImagePullJobGate=true,PodWebhook=false");
+  app.Add("--rest-config-qps", &c.rest_qps, "API requests per second").ShowDefault();
+  app.Add("--rest-config-burst", &c.rest_burst, "API request burst").ShowDefault();
   std::map<std::string, int> workers;
   for (const std::string& name : WorkerFlagControllers()) {
     workers[name] = 0;
-    app.add_option("--" + name + "-workers", workers[name],
-                   "Concurrent reconciles of the " + name + " controller (default 3)")
-        ->check(CLI::PositiveNumber);
+    app.Add("--" + name + "-workers", &workers[name],
+            "Concurrent reconciles of the " + name + " controller (default 3)")
+        .Positive();
   }
-  app.add_option("--kubeconfig", c.kubeconfig, "Kubeconfig file (default: in-cluster)");
-  app.add_option("--log-format,--logging-format", c.log_format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  app.add_option("-v,--v", c.verbosity, "Log verbosity (klog-style)");
+  app.Add("--kubeconfig", &c.kubeconfig, "Kubeconfig file (default: in-cluster)");
+  app.Add("--log-format,--logging-format", &c.log_format, "text or json")
+      .OneOf({"text", "json"})
+      .ShowDefault();
+  app.Add("-v,--v", &c.verbosity, "Log verbosity (klog-style)");
   bool logtostderr = true;
-  app.add_flag("--logtostderr", logtostderr, "Accepted for compatibility (always stderr)");
+  app.AddSwitch("--logtostderr", &logtostderr, "Accepted for compatibility (always stderr)");
   // Accepted for compatibility, not implemented.
   std::string ignored_str;
   bool ignored_bool = false;
-  app.add_option("--namespace,--sync-period,--pprof-addr", ignored_str,
-                 "Accepted for compatibility (no effect)");
-  app.add_flag("--enable-pprof,--allow-privileged,--disable-no-deepcopy", ignored_bool,
-               "Accepted for compatibility (no effect)");
+  app.Add("--namespace,--sync-period,--pprof-addr", &ignored_str,
+          "Accepted for compatibility (no effect)");
+  app.AddSwitch("--enable-pprof,--allow-privileged,--disable-no-deepcopy", &ignored_bool,
+                "Accepted for compatibility (no effect)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
+  if (absl::Status parsed = app.Parse(argc, argv); !parsed.ok()) return parsed;
   for (const auto& [name, n] : workers) {
     if (n > 0) c.workers[name] = n;
   }

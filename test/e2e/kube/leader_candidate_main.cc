@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "kube/config.h"
 #include "kube/leader_election.h"
 #include "kube/rest_client.h"
@@ -38,7 +38,7 @@ void Say(const std::string& what, const std::string& who) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Leader election candidate (kruise-cpp e2e helper)"};
+  kruise::Flags app{"Leader election candidate (kruise-cpp e2e helper)"};
   std::string kubeconfig;
   std::string lease_namespace;
   std::string lease_name;
@@ -46,14 +46,14 @@ int main(int argc, char** argv) {
   int lease_s = 15;
   int renew_s = 10;
   double retry_s = 2;
-  app.add_option("--kubeconfig", kubeconfig, "kubeconfig file")->required();
-  app.add_option("--namespace", lease_namespace, "namespace of the Lease")->required();
-  app.add_option("--name", lease_name, "name of the Lease")->required();
-  app.add_option("--identity", identity, "this candidate's identity")->required();
-  app.add_option("--lease-duration", lease_s, "lease duration (seconds)");
-  app.add_option("--renew-deadline", renew_s, "renew deadline (seconds)");
-  app.add_option("--retry-period", retry_s, "retry period (seconds)");
-  CLI11_PARSE(app, argc, argv);
+  app.Add("--kubeconfig", &kubeconfig, "kubeconfig file").Required();
+  app.Add("--namespace", &lease_namespace, "namespace of the Lease").Required();
+  app.Add("--name", &lease_name, "name of the Lease").Required();
+  app.Add("--identity", &identity, "this candidate's identity").Required();
+  app.Add("--lease-duration", &lease_s, "lease duration (seconds)");
+  app.Add("--renew-deadline", &renew_s, "renew deadline (seconds)");
+  app.Add("--retry-period", &retry_s, "retry period (seconds)");
+  if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
 
   // Block the stop signals before any thread starts: only the sigwait thread receives them.
   sigset_t signals;

@@ -9,14 +9,14 @@
 #include <iostream>
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/tls.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"Fake Kubernetes API server"};
+  kruise::Flags app{"Fake Kubernetes API server"};
   std::string addr = "127.0.0.1:0";
   std::string port_file;
   int seed_pods = 0;
@@ -26,16 +26,16 @@ int main(int argc, char** argv) {
   std::string cert;
   std::string key;
   int bookmark_seconds = 60;
-  app.add_option("--addr", addr, "host:port to listen on (port 0: any free port)");
-  app.add_option("--port-file", port_file, "write the bound port to this file");
-  app.add_option("--seed-pods", seed_pods, "number of realistic pods to create");
-  app.add_option("--seed-nodes", seed_nodes, "number of nodes to create");
-  app.add_option("--seed-namespaces", namespaces, "pods are spread over this many namespaces");
-  app.add_option("--token", token, "require this bearer token");
-  app.add_option("--tls-cert", cert, "serve HTTPS with this PEM certificate");
-  app.add_option("--tls-key", key, "PEM private key for --tls-cert");
-  app.add_option("--bookmark-interval", bookmark_seconds, "watch bookmark period (seconds)");
-  CLI11_PARSE(app, argc, argv);
+  app.Add("--addr", &addr, "host:port to listen on (port 0: any free port)");
+  app.Add("--port-file", &port_file, "write the bound port to this file");
+  app.Add("--seed-pods", &seed_pods, "number of realistic pods to create");
+  app.Add("--seed-nodes", &seed_nodes, "number of nodes to create");
+  app.Add("--seed-namespaces", &namespaces, "pods are spread over this many namespaces");
+  app.Add("--token", &token, "require this bearer token");
+  app.Add("--tls-cert", &cert, "serve HTTPS with this PEM certificate");
+  app.Add("--tls-key", &key, "PEM private key for --tls-cert");
+  app.Add("--bookmark-interval", &bookmark_seconds, "watch bookmark period (seconds)");
+  if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
 
   kruise::testing::FakeApiServerOptions opts;
   size_t colon = addr.rfind(':');
