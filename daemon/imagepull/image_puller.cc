@@ -218,6 +218,22 @@ struct ImagePuller::Impl : std::enable_shared_from_this<Impl> {
     w.done = true;
   }
 
+  // Whether the runtime answers a cheap read (any answer but UNAVAILABLE: NotFound is an answer).
+  bool RuntimeAnswers(const std::string& ref) {
+    return images->ImageStatus(ref).status().code() != absl::StatusCode::kUnavailable;
+  }
+
+  // Asks the runtime every runtime_probe_interval until it answers or `deadline` passes (the
+  // caller's deadline check then fails the tag). Returns false when the worker was cancelled.
+  bool WaitForRuntime(Worker& w, const std::string& ref, absl::Time deadline) {
+    while (true) {
+      if (!Sleep(w, std::min(clock->Now() + options.runtime_probe_interval, deadline))) {
+        return false;
+      }
+      if (clock->Now() >= deadline || RuntimeAnswers(ref)) return true;
+    }
+  }
+
   void Fail(Worker& w, TagStatus& st, const std::string& message) {
     st.phase = TagPhase::kFailed;
     st.completion_time = clock->Now();
@@ -314,6 +330,22 @@ struct ImagePuller::Impl : std::enable_shared_from_this<Impl> {
         return succeed(ImageId(w.image.name, parsed->Normalized(), *result), bytes);
       }
       last_error = std::string(result.status().message());
+      // Whatever the error (a runtime killed mid-pull resets the stream; one that is gone refuses
+      // the connection), an attempt counts only if the runtime is there to answer.
+      if (!RuntimeAnswers(parsed->Normalized())) {
+        log->warn("pull {}: container runtime unavailable ({}); waiting for it, attempt {}/{} "
+                  "not counted",
+                  ref, last_error, attempt + 1, attempts);
+        st.message = absl::StrCat("container runtime unavailable, waiting for it (attempt ",
+                                  attempt + 1, " not counted): ", last_error);
+        if (!Publish(w, st)) return;
+        if (!WaitForRuntime(w, parsed->Normalized(), deadline)) return;
+        log->info("pull {}: container runtime answers again", ref);
+        st.message.clear();
+        if (!Publish(w, st)) return;
+        --attempt;  // the same attempt again
+        continue;
+      }
       log->info("pull {} attempt {}/{} failed: {}", ref, attempt + 1, attempts, last_error);
       if (attempt + 1 < attempts) {
         st.message = absl::StrCat("attempt ", attempt + 1, " failed: ", last_error);

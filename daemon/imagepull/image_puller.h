@@ -47,6 +47,12 @@ struct ImagePullerOptions {
   absl::Duration backoff_initial = absl::Seconds(1);
   absl::Duration backoff_max = absl::Seconds(30);
   absl::Duration progress_interval = absl::Milliseconds(500);
+  // After a PullImage fails, the runtime is asked (ImageStatus) whether it answers. If it is
+  // UNAVAILABLE, the runtime is down (restarting, socket gone): that is the node's
+  // state, not the image's, so the attempt is not counted and the worker waits, asking every
+  // runtime_probe_interval, until it answers; then the same attempt runs again. The tag's
+  // activeDeadlineSeconds still bounds the whole pull.
+  absl::Duration runtime_probe_interval = absl::Seconds(1);
 };
 
 // Observer of pull outcomes, for metrics and events. Called from worker threads.

@@ -103,6 +103,9 @@ class ImagePullerTest : public ::testing::Test {
   std::unique_ptr<ImagePuller> NewPuller(ImagePullerOptions options = {}) {
     options.backoff_initial = absl::Milliseconds(5);
     options.backoff_max = absl::Milliseconds(20);
+    if (options.runtime_probe_interval == absl::Seconds(1)) {
+      options.runtime_probe_interval = absl::Milliseconds(20);
+    }
     if (options.progress_interval == absl::Milliseconds(500)) {
       options.progress_interval = absl::Milliseconds(20);
     }
@@ -209,6 +212,66 @@ TEST_F(ImagePullerTest, RetriesThenSucceeds) {
   ASSERT_TRUE(WaitPhase(*puller, "flaky", "1", TagPhase::kSucceeded));
   EXPECT_EQ(server_->CallCount("PullImage"), 3);
   EXPECT_TRUE(Find(puller->Statuses(), "flaky", "1")->message.empty());
+}
+
+// Issue 13 part 4: containerd restarted while tags pull. Without a runtime every attempt fails at
+// once, so backoffLimit used to be spent in milliseconds and the tags ended Failed for a cause
+// that has nothing to do with the images. Now the attempts pause until a runtime answers on the
+// socket again, and the same attempt resumes.
+TEST_F(ImagePullerTest, RuntimeOutageDoesNotSpendAttempts) {
+  server_->SetPullDuration(absl::Seconds(30), 1 << 20);  // still pulling when the runtime goes
+  ImagePullerOptions options;
+  options.max_workers = 3;
+  auto puller = NewPuller(options);
+  const std::vector<std::string> names = {"outage-a", "outage-b", "outage-c"};
+  std::vector<ImageSpec> specs;
+  for (const std::string& n : names) {
+    TagSpec tag = Tag("1", 1, /*backoff_limit=*/1);
+    tag.pull_policy.timeout_seconds = 60;
+    specs.push_back(Image(n, {tag}));
+  }
+  puller->Sync(specs, {});
+  ASSERT_TRUE(server_->WaitForInFlightPulls(3, absl::Seconds(10)));
+
+  const std::string socket = server_->socket_path();
+  server_->Shutdown();  // the in-flight pulls fail; the socket stops answering
+  auto all_waiting = [&] {
+    ImageStatuses s = puller->Statuses();
+    for (const std::string& n : names) {
+      auto t = Find(s, n, "1");
+      if (!t || t->message.find("container runtime unavailable") == std::string::npos) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(waiter_.WaitUntil(all_waiting));
+  // The outage lasts: two attempts with 5-20 ms backoffs would have been spent many times over.
+  absl::SleepFor(absl::Milliseconds(300));
+  for (const std::string& n : names) {
+    EXPECT_EQ(Find(puller->Statuses(), n, "1")->phase, TagPhase::kPulling) << n;
+  }
+
+  FakeCriServer::Options restarted_options;
+  restarted_options.socket_path = socket;
+  auto restarted = FakeCriServer::Start(restarted_options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  for (const std::string& n : names) {
+    ASSERT_TRUE(WaitPhase(*puller, n, "1", TagPhase::kSucceeded)) << n;
+    EXPECT_TRUE(Find(puller->Statuses(), n, "1")->message.empty()) << n;
+  }
+  EXPECT_EQ((*restarted)->CallCount("PullImage"), 3);  // one attempt each on the new runtime
+  puller.reset();
+}
+
+// An error from a runtime that answers (the registry refused, say) still counts as an attempt.
+TEST_F(ImagePullerTest, UnavailableFromAnAnsweringRuntimeCounts) {
+  for (int i = 0; i < 2; ++i) {
+    server_->InjectError("PullImage", absl::UnavailableError("registry: connection refused"));
+  }
+  auto puller = NewPuller();
+  puller->Sync({Image("refused", {Tag("1", 1, /*backoff_limit=*/1)})}, {});
+  ASSERT_TRUE(WaitPhase(*puller, "refused", "1", TagPhase::kFailed));
+  EXPECT_THAT(Find(puller->Statuses(), "refused", "1")->message, HasSubstr("connection refused"));
+  EXPECT_EQ(server_->CallCount("PullImage"), 2);
 }
 
 TEST_F(ImagePullerTest, IfNotPresentSucceedsWithoutPullingButAlwaysPulls) {

@@ -579,6 +579,13 @@ bool FakeCriServer::WaitLocked(grpc::ServerContext* ctx, absl::Time until,
   }
 }
 
+// A call ended by Shutdown() fails as against a runtime that is going away (UNAVAILABLE, as a
+// client of a killed or restarting containerd sees it); one whose client gave up is CANCELLED.
+absl::Status FakeCriServer::Interrupted(const std::string& what) const {
+  if (shutting_down_) return absl::UnavailableError(absl::StrCat(what, ": runtime shutting down"));
+  return absl::CancelledError(what);
+}
+
 absl::Status FakeCriServer::Enter(const std::string& method, grpc::ServerContext* ctx,
                                   const google::protobuf::Message& request) {
   RecordedCall call;
@@ -593,11 +600,12 @@ absl::Status FakeCriServer::Enter(const std::string& method, grpc::ServerContext
   }
   absl::MutexLock lock(&mu_);
   calls_.push_back(std::move(call));
+  if (shutting_down_) return Interrupted(method);
   MethodControl& control = controls_[method];
   if (control.latency > absl::ZeroDuration()) {
     absl::Time until = options_.clock->Now() + control.latency;
     if (!WaitLocked(ctx, until, [] { return false; })) {
-      return absl::CancelledError(absl::StrCat(method, " cancelled during injected latency"));
+      return Interrupted(absl::StrCat(method, " cancelled during injected latency"));
     }
   }
   if (controls_[method].hang) {
@@ -606,7 +614,7 @@ absl::Status FakeCriServer::Enter(const std::string& method, grpc::ServerContext
                                [this, &method] { return !controls_[method].hang; });
     controls_[method].hung--;
     if (!released) {
-      return absl::CancelledError(absl::StrCat(method, " cancelled while hung"));
+      return Interrupted(absl::StrCat(method, " cancelled while hung"));
     }
   }
   std::deque<absl::Status>& errors = controls_[method].errors;
@@ -774,7 +782,7 @@ absl::Status FakeCriServer::PullImageImpl(grpc::ServerContext* ctx, const v1::Pu
     bool finished = WaitLocked(ctx, start + pull_duration_, [] { return false; });
     pulls_.erase(n);
     if (!finished) {
-      return absl::CancelledError(absl::StrCat("pull of \"", name, "\" cancelled"));
+      return Interrupted(absl::StrCat("pull of \"", name, "\" cancelled"));
     }
   }
   uint64_t size = pull_total_bytes_ > 0 ? static_cast<uint64_t>(pull_total_bytes_) : (1u << 20);

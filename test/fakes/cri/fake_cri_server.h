@@ -71,7 +71,8 @@ class FakeCriServer {
   FakeCriServer(const FakeCriServer&) = delete;
   FakeCriServer& operator=(const FakeCriServer&) = delete;
 
-  // Stops serving (releases every hang first). Idempotent; the destructor calls it.
+  // Stops serving (releases every hang first); calls in flight or arriving meanwhile fail
+  // UNAVAILABLE, as against a runtime going away. Idempotent; the destructor calls it.
   void Shutdown();
 
   const std::string& socket_path() const { return socket_path_; }
@@ -176,6 +177,7 @@ class FakeCriServer {
   // Returns false when cancelled or shutting down.
   bool WaitLocked(grpc::ServerContext* ctx, absl::Time until, const std::function<bool()>& done)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Interrupted(const std::string& what) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StoredImage* FindImageLocked(const std::string& name_or_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string AddImageLocked(const std::string& normalized, uint64_t size, const std::string& id,
                              const std::string& digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
