@@ -194,4 +194,29 @@ Json BuildNodeImageStatus(const std::vector<ImageSpec>& spec, const ImageStatuse
   return status;
 }
 
+namespace {
+
+// `status` without what StatusChangeIsUrgent ignores: the tags' progress and message.
+Json WithoutProgress(const Json& status) {
+  Json out = status.is_object() ? status : Json::object();
+  auto images = out.find("imageStatuses");
+  if (images == out.end() || !images->is_object()) return out;
+  for (auto& [name, image] : images->items()) {
+    auto tags = image.find("tags");
+    if (tags == image.end() || !tags->is_array()) continue;
+    for (Json& tag : *tags) {
+      if (!tag.is_object()) continue;
+      tag.erase("progress");
+      tag.erase("message");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+bool StatusChangeIsUrgent(const Json& current, const Json& next) {
+  return WithoutProgress(current) != WithoutProgress(next);
+}
+
 }  // namespace kruise::daemon

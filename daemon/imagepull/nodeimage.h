@@ -80,4 +80,10 @@ ImageStatuses ParseNodeImageStatus(const nlohmann::json& node_image);
 nlohmann::json BuildNodeImageStatus(const std::vector<ImageSpec>& spec,
                                     const ImageStatuses& statuses);
 
+// Whether `next` differs from `current` (statuses as BuildNodeImageStatus writes them) in more
+// than the tags' progress and messages: a count, a tag appearing or going, its phase, version,
+// imageID, start or completion time. Such a change is what ImagePullJobs (and rollouts gated on
+// them) wait for, so it is written at once; progress-only changes wait for the write budget.
+bool StatusChangeIsUrgent(const nlohmann::json& current, const nlohmann::json& next);
+
 }  // namespace kruise::daemon

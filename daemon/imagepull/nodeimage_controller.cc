@@ -153,9 +153,15 @@ void NodeImageController::WriterLoop() {
         continue;
       }
     }
-    // Under budget a change goes out at once; past it we wait for a token, then write the
-    // newest status (changes made meanwhile are folded into this write).
-    bucket_.Wait();
+    // Under budget a change goes out at once; past it a progress-only change waits for a token,
+    // then writes the newest status (changes made meanwhile are folded into this write). A phase
+    // change or completion takes a token if there is one and never waits.
+    const bool urgent = StatusChangeIsUrgent(comparable, status);
+    if (urgent) {
+      bucket_.Wait(clock_->Now());
+    } else {
+      bucket_.Wait();
+    }
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -168,6 +174,7 @@ void NodeImageController::WriterLoop() {
     absl::MutexLock lock(&mu_);
     if (s.ok()) {
       ++stats_.status_writes;
+      if (urgent) ++stats_.urgent_status_writes;
       last_written_ = status;
       last_write_time_ = clock_->Now();
     } else {

@@ -7,8 +7,10 @@
 //  - a spec change re-syncs the puller; a status that completed at a tag's version (e.g. written
 //    before a restart) is not pulled again;
 //  - status writes are JSON merge patches of the status subresource (fields we do not model, such
-//    as firstSyncStatus, are kept), sent only when the status changed, rate-limited by a token
-//    bucket (OpenKruise: 0.5 qps, burst 5) yet sent at once while under budget;
+//    as firstSyncStatus, are kept), sent only when the status changed. Progress-only changes are
+//    rate-limited by a token bucket (OpenKruise: 0.5 qps, burst 5) yet sent at once while under
+//    budget; a phase change or completion (StatusChangeIsUrgent) never waits for a token (it
+//    takes one when there is one), since jobs and rollouts wait on it (issue 13);
 //  - events PullImageSucceed / PullImageFailed on the NodeImage and on each tag's owners.
 //
 // Thread-safety: Start/Stop from one thread; everything else runs on internal threads.
@@ -37,6 +39,7 @@ struct NodeImageControllerOptions {
 
 struct NodeImageControllerStats {
   uint64_t status_writes = 0;
+  uint64_t urgent_status_writes = 0;  // of status_writes: sent without waiting for a token
   uint64_t status_write_errors = 0;
   uint64_t syncs = 0;
 };

@@ -157,5 +157,23 @@ TEST_F(NodeImageControllerTest, FailedPullReportsTheRuntimeMessage) {
   controller->Stop();
 }
 
+// Issue 13, part 3: a phase change or completion does not wait for the status-write budget.
+// With one token and a refill of one per ~17 minutes, the write that reports Pulling spends the
+// budget; the completion must still reach the API server at once.
+TEST_F(NodeImageControllerTest, CompletionIsWrittenWithoutWaitingForATokenWhenBudgetIsSpent) {
+  cri_->SetPullDuration(absl::Milliseconds(300), 1 << 20);  // Pulling is seen before Succeeded
+  Json images = {{"busybox", {{"tags", {{{"tag", "1.35"}, {"version", 1}}}}}},
+                 {"nginx", {{"tags", {{{"tag", "1.25"}, {"version", 1}}}}}}};
+  ASSERT_TRUE(client_->Create(kube::resources::NodeImages(), "", NodeImage("node-1", images)).ok());
+  auto controller = NewController(/*qps=*/0.001, /*burst=*/1);
+  controller->Start();
+  ASSERT_TRUE(WaitForStatus([](const Json& s) { return s.value("succeeded", 0) == 2; },
+                            absl::Seconds(15)));
+  NodeImageControllerStats stats = controller->stats();
+  EXPECT_GE(stats.status_writes, 2u);
+  EXPECT_GE(stats.urgent_status_writes, stats.status_writes - 1);
+  controller->Stop();
+}
+
 }  // namespace
 }  // namespace kruise::daemon

@@ -98,5 +98,46 @@ TEST(NodeImage, StatusRoundTripAndCounters) {
   EXPECT_EQ(back["a"][2], s3);
 }
 
+TEST(NodeImage, StatusChangeIsUrgentOnlyBeyondProgressAndMessages) {
+  auto status = [](const std::string& phase, int progress, const std::string& message) {
+    Json tag = {{"tag", "1"}, {"phase", phase}, {"version", 1}};
+    if (progress > 0) tag["progress"] = progress;
+    if (!message.empty()) tag["message"] = message;
+    return Json{{"desired", 1},
+                {"succeeded", phase == "Succeeded" ? 1 : 0},
+                {"failed", 0},
+                {"pulling", phase == "Pulling" ? 1 : 0},
+                {"waiting", 0},
+                {"imageStatuses", {{"busybox", {{"tags", Json::array({tag})}}}}}};
+  };
+  struct Case {
+    const char* what;
+    Json current, next;
+    bool urgent;
+  };
+  Json pulling = status("Pulling", 10, "");
+  Json with_id = status("Succeeded", 100, "");
+  with_id["imageStatuses"]["busybox"]["tags"][0]["imageID"] = "busybox@sha256:1";
+  Json other_version = pulling;
+  other_version["imageStatuses"]["busybox"]["tags"][0]["version"] = 2;
+  Json two_tags = pulling;
+  two_tags["imageStatuses"]["busybox"]["tags"].push_back({{"tag", "2"}, {"phase", "Pulling"}});
+  const Case cases[] = {
+      {"same status", pulling, pulling, false},
+      {"progress only", pulling, status("Pulling", 60, ""), false},
+      {"message only (attempt failed, retrying)", pulling, status("Pulling", 10, "attempt 1"),
+       false},
+      {"first status (nothing on the server)", Json::object(), pulling, true},
+      {"Pulling -> Succeeded", pulling, with_id, true},
+      {"Pulling -> Failed", pulling, status("Failed", 10, "not found"), true},
+      {"a tag's version", pulling, other_version, true},
+      {"a tag added", pulling, two_tags, true},
+      {"a tag removed", two_tags, pulling, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(StatusChangeIsUrgent(c.current, c.next), c.urgent) << c.what;
+  }
+}
+
 }  // namespace
 }  // namespace kruise::daemon
