@@ -103,12 +103,9 @@ TEST(NodeImage, StatusChangeIsUrgentOnlyBeyondProgressAndMessages) {
     Json tag = {{"tag", "1"}, {"phase", phase}, {"version", 1}};
     if (progress > 0) tag["progress"] = progress;
     if (!message.empty()) tag["message"] = message;
-    return Json{{"desired", 1},
-                {"succeeded", phase == "Succeeded" ? 1 : 0},
-                {"failed", 0},
-                {"pulling", phase == "Pulling" ? 1 : 0},
-                {"waiting", 0},
-                {"imageStatuses", {{"busybox", {{"tags", Json::array({tag})}}}}}};
+    return Json{{"desired", 1}, {"succeeded", phase == "Succeeded" ? 1 : 0},
+                {"failed", 0},  {"pulling", phase == "Pulling" ? 1 : 0},
+                {"waiting", 0}, {"imageStatuses", {{"busybox", {{"tags", Json::array({tag})}}}}}};
   };
   struct Case {
     const char* what;
