@@ -152,8 +152,15 @@ class ImagePullGroup : public ControllerGroup {
     co.workers = ctx.workers("imagepulljob", 3);
     job_controller_ = std::make_unique<kube::Controller>("imagepulljob", job_reconciler_.get(), co);
     job_controller_->Watch(job_inf, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
-    // Tag status changes reach the jobs owning the tags.
-    job_controller_->Watch(nis, kube::EnqueueMapped(JobsOwningTags),
+    // Tag status changes reach the jobs owning the tags, and jobs that waited for this NodeImage's
+    // cache to catch up with a write (ImagePullJobReconciler::TakeWaitersFor).
+    job_controller_->Watch(nis, kube::EnqueueMapped([r = job_reconciler_.get()](const Json& ni) {
+                             std::vector<Request> out = JobsOwningTags(ni);
+                             for (Request& w : r->TakeWaitersFor(kube::Name(ni))) {
+                               out.push_back(std::move(w));
+                             }
+                             return out;
+                           }),
                            {kube::ResourceVersionChanged()});
     // A new NodeImage, or one whose labels changed, may be a target of any unfinished job.
     kube::Predicate new_or_relabelled = kube::LabelsChanged();

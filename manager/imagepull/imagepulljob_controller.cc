@@ -23,8 +23,6 @@ using kube::kConflictRetries;
 constexpr int64_t kNeverTtlSeconds = 24 * 3600;
 constexpr int64_t kNeverActiveDeadlineSeconds = 1800;
 
-
-
 std::optional<absl::Time> StatusTime(const Json& job, const char* key) {
   auto s = kube::GetString(job, {"status", key});
   if (!s) return std::nullopt;
@@ -367,7 +365,18 @@ absl::StatusOr<kube::Result> ImagePullJobReconciler::Reconcile(const kube::Reque
   auto targets = Targets(job, *spec);
   for (const auto& ni : targets) {
     // A NodeImage we tagged is not in the cache yet: counting it now would exceed parallelism.
-    if (!node_image_expectations_.SatisfiedByCache(*ni)) return kube::Result{absl::Seconds(5)};
+    // Wait for its next event (TakeWaitersFor); registering first and then looking again means
+    // an event that lands in between finds us registered or has already updated the cache. The
+    // requeue after 5 s is only a fallback.
+    if (node_image_expectations_.SatisfiedByCache(*ni)) continue;
+    {
+      absl::MutexLock lock(&waiters_mu_);
+      waiters_[kube::Name(*ni)].insert(kube::NamespacedName(job));
+    }
+    auto fresh = node_images_->store().Get("", kube::Name(*ni));
+    if (fresh == nullptr || !node_image_expectations_.SatisfiedByCache(*fresh)) {
+      return kube::Result{absl::Seconds(5)};
+    }
   }
   auto secret_refs = secrets_->Sync(job, spec->pull_secrets);
   if (!secret_refs.ok()) return secret_refs.status();
@@ -435,6 +444,20 @@ absl::StatusOr<kube::Result> ImagePullJobReconciler::Reconcile(const kube::Reque
     return kube::Result{std::max(left, absl::Seconds(1))};
   }
   return kube::Result{};
+}
+
+std::vector<kube::Request> ImagePullJobReconciler::TakeWaitersFor(const std::string& node_image) {
+  std::set<std::string> keys;
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    auto it = waiters_.find(node_image);
+    if (it == waiters_.end()) return {};
+    keys = std::move(it->second);
+    waiters_.erase(it);
+  }
+  std::vector<kube::Request> out;
+  for (const std::string& key : keys) out.push_back(kube::Request::FromKey(key));
+  return out;
 }
 
 }  // namespace kruise::manager

@@ -36,11 +36,14 @@
 // Thread-safety: Reconcile() may run on several workers (never for the same job at once).
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "kube/client.h"
@@ -75,6 +78,11 @@ class ImagePullJobReconciler : public kube::Reconciler {
   // The tag pullPolicy this job writes (exposed for tests).
   kube::Json TagPullPolicy(const ImagePullJobSpec& spec);
 
+  // Jobs that found NodeImage `name` in the cache behind a write of ours and wait for it (see
+  // Reconcile). The NodeImage's next event requeues them: the group's NodeImage watch calls this,
+  // which also forgets them.
+  std::vector<kube::Request> TakeWaitersFor(const std::string& node_image);
+
  private:
   struct Progress {
     std::vector<std::string> not_synced, pulling, succeeded, failed;
@@ -99,6 +107,8 @@ class ImagePullJobReconciler : public kube::Reconciler {
   PullSecretCopies* const secrets_;
   kube::ResourceVersionExpectations job_expectations_;
   kube::ResourceVersionExpectations node_image_expectations_;
+  absl::Mutex waiters_mu_;
+  std::map<std::string, std::set<std::string>> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 };
 
 }  // namespace kruise::manager
