@@ -34,10 +34,6 @@ Flags::Option& Flags::Option::NonNegative() {
   Opt(option_)->check(CLI::NonNegativeNumber);
   return *this;
 }
-Flags::Option& Flags::Option::InRange(double min, double max) {
-  Opt(option_)->check(CLI::Range(min, max));
-  return *this;
-}
 Flags::Option& Flags::Option::OneOf(std::vector<std::string> values) {
   Opt(option_)->check(CLI::IsMember(std::move(values)));
   return *this;
@@ -105,7 +101,5 @@ std::optional<int> Flags::ParseOrExitCode(int argc, const char* const* argv) {
   }
   return std::nullopt;
 }
-
-std::string Flags::Help() const { return impl_->app->help(); }
 
 }  // namespace kruise

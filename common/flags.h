@@ -33,7 +33,6 @@ class Flags {
     Option& ShowDefault();  // the help text shows the variable's value at Add() time
     Option& Positive();     // number > 0
     Option& NonNegative();  // number >= 0
-    Option& InRange(double min, double max);
     Option& OneOf(std::vector<std::string> values);
 
    private:
@@ -70,8 +69,6 @@ class Flags {
   // For main(): nullopt to go on; otherwise the exit code, after printing the help (exit 0) to
   // stdout or the error and a hint to stderr (CLI11's exit codes, non-zero).
   std::optional<int> ParseOrExitCode(int argc, const char* const* argv);
-
-  std::string Help() const;
 
  private:
   struct Impl;

@@ -157,11 +157,7 @@ void NodeImageController::WriterLoop() {
     // then writes the newest status (changes made meanwhile are folded into this write). A phase
     // change or completion takes a token if there is one and never waits.
     const bool urgent = StatusChangeIsUrgent(comparable, status);
-    if (urgent) {
-      bucket_.Wait(clock_->Now());
-    } else {
-      bucket_.Wait();
-    }
+    bucket_.Wait(urgent ? clock_->Now() : absl::InfiniteFuture());
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;

@@ -10,11 +10,11 @@ namespace {
 
 using Json = nlohmann::json;
 
+// j[key], or null when j is not an object or has no such member.
 const Json& Member(const Json& j, const char* key) {
   static const Json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
+  const Json* found = kube::FindPath(j, {key});
+  return found != nullptr ? *found : kNull;
 }
 
 // The merge patch turning map `from` into map `to` (labels or annotations): changed and new keys

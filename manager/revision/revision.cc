@@ -1,6 +1,7 @@
 #include "manager/revision/revision.h"
 
 #include "absl/strings/str_cat.h"
+#include "kube/object.h"
 
 namespace kruise::manager::revision {
 namespace {
@@ -41,14 +42,12 @@ std::string RevisionName(const std::string& owner_name, const std::string& hash)
 
 Json NewControllerRevision(const Json& owner, const Json& pod_template, int64_t revision,
                            std::optional<int32_t> collision_count) {
-  const Json& meta = owner.contains("metadata") ? owner["metadata"] : Json::object();
+  const Json* found_meta = kube::FindPath(owner, {"metadata"});
+  const Json meta = found_meta != nullptr && found_meta->is_object() ? *found_meta : Json::object();
   const std::string owner_name = meta.value("name", "");
   const std::string hash = TemplateHash(pod_template, collision_count);
   Json labels = Json::object();
-  if (const Json* l = pod_template.contains("metadata") && pod_template["metadata"].is_object() &&
-                              pod_template["metadata"].contains("labels")
-                          ? &pod_template["metadata"]["labels"]
-                          : nullptr;
+  if (const Json* l = kube::FindPath(pod_template, {"metadata", "labels"});
       l != nullptr && l->is_object()) {
     labels = *l;
   }
