@@ -60,3 +60,27 @@ kube_local_preflight() {
     skip_or_fail "node $KUBE_LOCAL_NODE_NAME is not Ready"
   unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
 }
+
+# make_image DIR MIB: an OCI layout at DIR holding image "1" with one layer of MIB MiB of random
+# bytes (content no other image shares, so its pull is cold wherever it has not been pulled).
+make_image() {
+  local dir=$1 mib=$2
+  umoci init --layout "$dir" && umoci new --image "$dir:1" &&
+    umoci unpack --image "$dir:1" "$dir.bundle" >/dev/null &&
+    head -c "${mib}M" /dev/urandom >"$dir.bundle/rootfs/random.bin" &&
+    umoci repack --image "$dir:1" "$dir.bundle" && rm -rf "$dir.bundle"
+}
+
+# remove_repo_images REPO [DIGEST...]: deletes from containerd (the array CTR, a ctr command line)
+# every image whose name contains /REPO/ or whose manifest digest is one of DIGEST, under all its
+# names (tags, digests and the CRI's "sha256:<config>" ID record share the manifest digest), and
+# waits for the garbage collection, so the next pull of them is cold.
+remove_repo_images() {
+  local repo=$1 refs
+  shift
+  mapfile -t refs < <("${CTR[@]}" images ls 2>/dev/null | awk -v repo="/$repo/" -v ours="$*" '
+    BEGIN { n = split(ours, d, " "); for (i = 1; i <= n; i++) mine[d[i]] = 1 }
+    NR > 1 { digest[$1] = $3; if (index($1, repo)) mine[$3] = 1 }
+    END { for (r in digest) if (digest[r] in mine) print r }')
+  [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm --sync "${refs[@]}" >/dev/null 2>&1
+}

@@ -71,16 +71,7 @@ delete_daemon_objects() {
   [ -f "$WORK/daemon-objects.yaml" ] && k delete -f "$WORK/daemon-objects.yaml" --ignore-not-found \
     --wait=false >/dev/null 2>&1
 }
-remove_test_images() {
-  # Every name of our test images: tags, digests and the CRI's "sha256:<config>" ID record (all
-  # share the manifest digest), or their layers stay referenced and the next pull is not cold.
-  local refs
-  mapfile -t refs < <("${CTR[@]}" images ls 2>/dev/null | awk -v repo="/$REPO/" -v ours="${TEST_DIGESTS[*]:-}" '
-    BEGIN { n = split(ours, d, " "); for (i = 1; i <= n; i++) mine[d[i]] = 1 }
-    NR > 1 { digest[$1] = $3; if (index($1, repo)) mine[$3] = 1 }
-    END { for (r in digest) if (digest[r] in mine) print r }')
-  [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm --sync "${refs[@]}" >/dev/null 2>&1
-}
+remove_test_images() { remove_repo_images "$REPO" ${TEST_DIGESTS[@]+"${TEST_DIGESTS[@]}"}; }
 daemon_pods_gone() {
   [ -z "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]
 }
@@ -202,13 +193,6 @@ T_NORT=$(now_ms)
 
 # --- 2. NodeImage --------------------------------------------------------------------------------
 # Random-content images, pushed once per registry.
-make_image() { # DIR MIB
-  local dir=$1 mib=$2
-  umoci init --layout "$dir" && umoci new --image "$dir:1" &&
-    umoci unpack --image "$dir:1" "$dir.bundle" >/dev/null &&
-    head -c "${mib}M" /dev/urandom >"$dir.bundle/rootfs/random.bin" &&
-    umoci repack --image "$dir:1" "$dir.bundle" && rm -rf "$dir.bundle"
-}
 TEST_DIGESTS=()
 manifest_digest() { # NAME REGISTRY [tls]
   local args=(-sfI -H "$ACCEPT") url=http://$2/v2/$REPO/$1/manifests/1

@@ -32,6 +32,9 @@
 #      kube-system (server-side dry runs);
 #   6. kill -9 of the leader while a job's pull runs (through a throttling proxy): the other replica
 #      takes the Lease and completes the job; the webhook URL moves to it;
+#  6b. containerd killed with kill -9 while three jobs' pulls run through the proxy, started again
+#      ~5 s later by kube-local's `up`: the agent reports that it waits for the runtime, no
+#      attempt is spent (backoffLimit 0), the three jobs succeed and no tag is left Pulling;
 #   7. both managers stopped: pods in kube-system and in a normal namespace are still created
 #      (pod webhook failurePolicy Ignore), an ImagePullJob is refused (failurePolicy Fail).
 #   8. the manager as the kube-local overlay's Deployment, its image built by scripts/build-image:
@@ -46,7 +49,8 @@
 # Exit 0 when everything passed, or (SKIP message) when kube-local is absent and
 # KRUISE_E2E_REQUIRED is not 1. Environment: KRUISE_KUBE_LOCAL_ENV (default
 # ${KUBE_LOCAL_STATE:-/tmp/kube-local}/env), KRUISE_E2E_MANAGER_PORT_BASE (default 16440; uses
-# base..base+6: webhooks, health, metrics of the two managers, the throttling proxy).
+# base..base+6: webhooks, health, metrics of the two managers, the throttling proxy), KUBE_LOCAL
+# (default ../shared/kube-local: the tool whose `up` starts containerd again in step 6b).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
@@ -86,6 +90,11 @@ VWC=kruise-validating-webhook-configuration
 PULL_SECRET=kl-tls
 IMG_TLS=$REG_TLS/busybox # step 2, tag v1
 IMG_SLOW=$PROXY/sized    # step 6, tag 10m, through the throttling proxy
+OUTAGE_REPO=kruise-e2e-manager # step 6b: img-1..3, random layers, built when missing
+ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
+KUBE_LOCAL_DIR=${KUBE_LOCAL:-$ROOT/../shared/kube-local} # its `up` restarts containerd (step 6b)
+[ -x "$KUBE_LOCAL_DIR/up" ] || die "no kube-local tool at $KUBE_LOCAL_DIR (set KUBE_LOCAL)"
+CONTAINERD_KILLED=
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/manager-e2e.XXXXXX")
 declare -A MPID        # manager pid by replica (a, b)
 declare -A HOOK=([a]=$HOOK_A [b]=$HOOK_B)
@@ -187,6 +196,8 @@ cleanup() {
     fi
   fi
   local t0=$SECONDS
+  # A failure in step 6b may leave containerd dead: start it again first.
+  [ -n "$CONTAINERD_KILLED" ] && "$KUBE_LOCAL_DIR/up" --quiet >/dev/null 2>&1
   for r in a b; do [ -n "${MPID[$r]:-}" ] && stop_pid "${MPID[$r]}"; done
   for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
   say "cleanup: processes stopped ($((SECONDS - t0))s)"
@@ -201,6 +212,7 @@ cleanup() {
   until daemon_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
   say "cleanup: DaemonSet and RBAC deleted ($((SECONDS - t0))s)"
   remove_slow_image
+  remove_repo_images "$OUTAGE_REPO"
   rm -rf "$WORK"
   say "cleanup done in $((SECONDS - t0))s"
   exit "$rc"
@@ -684,6 +696,84 @@ URL_MS=$(($(now_ms) - T_KILL))
 k -n "$NS" delete imagepulljobs.apps.kruise.io pull-slow --wait=false >/dev/null || die "deleting pull-slow"
 wait_for 30 "job pull-slow to be gone" job_gone pull-slow
 step_done "leader $OLD_LEADER killed mid-pull; $SURVIVOR took the Lease after $(secs "$TAKEOVER_MS")s (lease 4 s); pull-slow completed $(secs "$SLOW_DONE_MS")s after the kill ($blob_gets blob GETs); webhook URLs on the survivor's port $(secs "$URL_MS")s after the kill; job deleted through the survivor"
+
+# --- 6b. containerd killed while three pulls run -------------------------------------------------
+step 6b "containerd killed mid-pull and restarted: no attempt is spent, the three jobs succeed"
+# Three images of their own (random layers, 3 MiB each), fetched through the proxy at 384 KiB/s:
+# every pull is still running when containerd dies (the agent runs two at once, the third waits).
+for i in 1 2 3; do
+  curl -sfI -H "$ACCEPT" "http://$REG/v2/$OUTAGE_REPO/img-$i/manifests/1" >/dev/null && continue
+  make_image "$WORK/outage-$i" 3 >"$WORK/outage-$i.log" 2>&1 || die "building image img-$i"
+  skopeo copy --quiet --dest-tls-verify=false "oci:$WORK/outage-$i:1" \
+    "docker://$REG/$OUTAGE_REPO/img-$i:1" || die "pushing $OUTAGE_REPO/img-$i:1"
+done
+remove_repo_images "$OUTAGE_REPO"
+stop_pid "${PIDS[-1]}" # step 6's proxy (1 MiB/s): the same port, slower
+"$ROOT/test/e2e/daemon/throttle_proxy.py" --listen "$PROXY" --upstream "http://$REG" \
+  --rate $((384 << 10)) --log "$WORK/proxy-6b.log" >"$WORK/proxy-6b.out" 2>&1 &
+PIDS+=($!)
+wait_for 10 "the throttling proxy on $PROXY" grep -q ready "$WORK/proxy-6b.out"
+declare -A OUT_UID
+for i in 1 2 3; do
+  # backoffLimit 0: an attempt counted for the outage would fail the tag at once.
+  cat <<EOT | k create -f - -o json >"$WORK/job-out-$i.json" || die "creating ImagePullJob pull-out-$i"
+apiVersion: apps.kruise.io/v1beta1
+kind: ImagePullJob
+metadata: {name: pull-out-$i, namespace: $NS}
+spec:
+  image: $PROXY/$OUTAGE_REPO/img-$i:1
+  selector: {names: [$NODE]}
+  pullPolicy: {timeoutSeconds: 120, backoffLimit: 0}
+  completionPolicy: {type: Always, activeDeadlineSeconds: 300}
+EOT
+  OUT_UID[$i]=$(jq -r .metadata.uid "$WORK/job-out-$i.json")
+done
+t=$(now_ms)
+out_phases() { # -> "phase1 phase2 phase3" of the three tags in the NodeImage status
+  ni_json && for i in 1 2 3; do printf '%s ' "$(tag_phase "$PROXY/$OUTAGE_REPO/img-$i" 1)"; done
+}
+two_pulling() {
+  local p
+  p=$(out_phases) || return 1
+  [ "$(grep -o Pulling <<<"$p" | wc -l)" -ge 2 ]
+}
+wait_for 30 "two of the three tags to be Pulling" two_pulling
+blob_gets() { grep -c "^GET /v2/$OUTAGE_REPO/img-./blobs/" "$WORK/proxy-6b.log" 2>/dev/null; }
+pulling_at_kill=$(out_phases)
+CONTAINERD_PID=$(cat "$KUBE_LOCAL_STATE/run/containerd.pid")
+kill -9 "$CONTAINERD_PID" || die "kill -9 containerd ($CONTAINERD_PID)"
+T_KILL=$(now_ms)
+CONTAINERD_KILLED=1
+say "killed containerd $(secs $((T_KILL - t)))s after creating the jobs (tags: $pulling_at_kill; blobs fetched completely: $(blob_gets))"
+runtime_wait_reported() {
+  ni_json && jq -e --arg r "$PROXY/$OUTAGE_REPO/" '[.status.imageStatuses | to_entries[]
+    | select(.key | startswith($r)) | .value.tags[]? | .message // ""
+    | select(contains("container runtime unavailable"))] | length > 0' "$WORK/ni.json" >/dev/null
+}
+wait_for 30 "the agent to report that it waits for the runtime" runtime_wait_reported
+REPORT_MS=$(($(now_ms) - T_KILL))
+# Down for at least 5 s, then back as kube-local starts it (the node run dir's socket link renewed).
+until [ $(($(now_ms) - T_KILL)) -ge 5000 ]; do sleep 0.2; done
+"$KUBE_LOCAL_DIR/up" --quiet >"$WORK/up-6b.log" 2>&1 || die "restarting containerd: $(tail -3 "$WORK/up-6b.log")"
+CONTAINERD_KILLED=
+RESTART_MS=$(($(now_ms) - T_KILL))
+all_done() { for i in 1 2 3; do job_completed "pull-out-$i" || return 1; done; }
+wait_for 180 "the three jobs to complete" all_done
+DONE_MS=$(($(now_ms) - T_KILL))
+for i in 1 2 3; do
+  status=$(jq -c '.status | {succeeded, failed, active}' "$WORK/job-pull-out-$i.json")
+  [ "$(jq -r '"\(.succeeded) \(.failed) \(.active)"' <<<"$status")" = "1 0 0" ] ||
+    die "job pull-out-$i status: $status"
+done
+ni_json
+[ "$(out_phases)" = "Succeeded Succeeded Succeeded " ] || die "tags after the outage: $(out_phases)"
+for i in 1 2 3; do
+  k -n "$NS" delete imagepulljobs.apps.kruise.io "pull-out-$i" --wait=false >/dev/null ||
+    die "deleting pull-out-$i"
+done
+for i in 1 2 3; do wait_for 30 "job pull-out-$i to be gone" job_gone "pull-out-$i"; done
+remove_repo_images "$OUTAGE_REPO"
+step_done "containerd killed with the three tags $pulling_at_kill; the wait for the runtime reported after $(secs "$REPORT_MS")s, containerd back after $(secs "$RESTART_MS")s, all three jobs succeeded (backoffLimit 0, failed 0) $(secs "$DONE_MS")s after the kill ($(blob_gets) blob GETs)"
 
 # --- 7. both managers stopped --------------------------------------------------------------------
 step 7 "both managers stopped: pods are still created"
