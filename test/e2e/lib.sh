@@ -84,3 +84,46 @@ remove_repo_images() {
     END { for (r in digest) if (digest[r] in mine) print r }')
   [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm --sync "${refs[@]}" >/dev/null 2>&1
 }
+
+# OCI manifest media types a registry may answer with (curl -H "$ACCEPT").
+ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
+# push_image NAME BINARY TAG OUT [BUILD-IMAGE-ARG...]: builds NAME's image from BINARY with
+# scripts/build-image into OUT and pushes it to kube-local's plain registry as kruise-cpp/NAME:TAG;
+# sets PUSHED_IMAGE to its reference by digest.
+push_image() {
+  local name=$1 binary=$2 tag=$3 out=$4 digest
+  shift 4
+  "$ROOT/scripts/build-image" "$name" "$binary" "$@" --tag "$tag" --out "$out" \
+    --push "$KUBE_LOCAL_REGISTRY" >"$out.log" 2>&1 || {
+    cat "$out.log"
+    die "scripts/build-image $name failed"
+  }
+  digest=$(curl -sfI -H "$ACCEPT" "http://$KUBE_LOCAL_REGISTRY/v2/kruise-cpp/$name/manifests/$tag" |
+    tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
+  [[ "$digest" == sha256:* ]] || die "no digest for the pushed $name image"
+  PUSHED_IMAGE=$KUBE_LOCAL_REGISTRY/kruise-cpp/$name@$digest
+}
+
+# render_overlay OVERLAY DAEMON_IMAGE OUT OWN: deploy/overlays/OVERLAY without the manager
+# Deployment (tests run managers on the host), the DaemonSet on DAEMON_IMAGE and on this
+# instance's node run dir, to OUT; the same minus CRDs and Namespaces (what a test deletes) to OWN.
+render_overlay() {
+  k kustomize "$ROOT/deploy/overlays/$1" >"$3" || die "kustomize failed"
+  python3 - "$3" "$2" "$4" <<'PYEOF' || die "rendering failed"
+import os, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+docs = [d for d in docs if d["kind"] != "Deployment"]
+for d in docs:
+    if d["kind"] == "DaemonSet":
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            c["image"] = sys.argv[2]
+            c["imagePullPolicy"] = "IfNotPresent"
+        # The overlay names the default instance's node run dir; use this instance's.
+        for v in d["spec"]["template"]["spec"].get("volumes", []):
+            if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
+                v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
+yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
+own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
+yaml.safe_dump_all(own, open(sys.argv[3], "w"))
+PYEOF
+}

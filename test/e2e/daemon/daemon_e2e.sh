@@ -112,35 +112,11 @@ k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null
 
 # --- 1. image, overlay, rollout ------------------------------------------------------------------
 say "building the kruise-daemon image from $BINARY"
-"$ROOT/scripts/build-image" kruise-daemon "$BINARY" --user 0:0 --tag e2e --out "$WORK/image" \
-  --push "$REG" >"$WORK/build-image.log" 2>&1 || {
-  cat "$WORK/build-image.log"
-  die "scripts/build-image failed"
-}
-ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
-DIGEST=$(curl -sfI -H "$ACCEPT" "http://$REG/v2/kruise-cpp/kruise-daemon/manifests/e2e" |
-  tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
-[[ "$DIGEST" == sha256:* ]] || die "no digest for the pushed image"
-DAEMON_IMAGE=$REG/kruise-cpp/kruise-daemon@$DIGEST
+push_image kruise-daemon "$BINARY" e2e "$WORK/image" --user 0:0
+DAEMON_IMAGE=$PUSHED_IMAGE
 say "pushed $DAEMON_IMAGE ($(du -sk "$WORK/image/blobs" | cut -f1) KiB of blobs)"
 
-k kustomize "$ROOT/deploy/overlays/kube-local-daemon" >"$WORK/rendered.yaml" || die "kustomize failed"
-python3 - "$WORK/rendered.yaml" "$DAEMON_IMAGE" "$WORK/daemon-objects.yaml" <<'EOF' || die "rendering failed"
-import os, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-for d in docs:
-    if d["kind"] == "DaemonSet":
-        for c in d["spec"]["template"]["spec"]["containers"]:
-            c["image"] = sys.argv[2]
-            c["imagePullPolicy"] = "IfNotPresent"
-        # The overlay names the default instance's node run dir; use this instance's.
-        for v in d["spec"]["template"]["spec"].get("volumes", []):
-            if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
-                v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
-yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
-own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
-yaml.safe_dump_all(own, open(sys.argv[3], "w"))
-EOF
+render_overlay kube-local-daemon "$DAEMON_IMAGE" "$WORK/rendered.yaml" "$WORK/daemon-objects.yaml"
 t=$(now_ms)
 k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || {
   cat "$WORK/apply.log"

@@ -91,7 +91,6 @@ PULL_SECRET=kl-tls
 IMG_TLS=$REG_TLS/busybox # step 2, tag v1
 IMG_SLOW=$PROXY/sized    # step 6, tag 10m, through the throttling proxy
 OUTAGE_REPO=kruise-e2e-manager # step 6b: img-1..3, random layers, built when missing
-ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
 KUBE_LOCAL_DIR=${KUBE_LOCAL:-$ROOT/../shared/kube-local} # its `up` restarts containerd (step 6b)
 [ -x "$KUBE_LOCAL_DIR/up" ] || die "no kube-local tool at $KUBE_LOCAL_DIR (set KUBE_LOCAL)"
 CONTAINERD_KILLED=
@@ -226,36 +225,10 @@ k delete namespace "$NS" --ignore-not-found --wait=true --timeout=90s >/dev/null
 
 # --- 1. deploy, daemon, two managers -------------------------------------------------------------
 step 1 "deploy/ (CRDs, namespaces, RBAC, webhooks, daemon DaemonSet) and two manager processes"
-"$ROOT/scripts/build-image" kruise-daemon "$DAEMON" --user 0:0 --tag manager-e2e --out "$WORK/image" \
-  --push "$REG" >"$WORK/build-image.log" 2>&1 || {
-  cat "$WORK/build-image.log"
-  die "scripts/build-image failed"
-}
-ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
-DIGEST=$(curl -sfI -H "$ACCEPT" "http://$REG/v2/kruise-cpp/kruise-daemon/manifests/manager-e2e" |
-  tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
-[[ "$DIGEST" == sha256:* ]] || die "no digest for the pushed daemon image"
-DAEMON_IMAGE=$REG/kruise-cpp/kruise-daemon@$DIGEST
-
+push_image kruise-daemon "$DAEMON" manager-e2e "$WORK/image" --user 0:0
+DAEMON_IMAGE=$PUSHED_IMAGE
 # The kube-local overlay minus the manager Deployment (the managers run on the host, see above).
-k kustomize "$ROOT/deploy/overlays/kube-local" >"$WORK/rendered.yaml" || die "kustomize failed"
-python3 - "$WORK/rendered.yaml" "$DAEMON_IMAGE" "$WORK/own-objects.yaml" <<'EOF' || die "rendering failed"
-import os, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-docs = [d for d in docs if d["kind"] != "Deployment"]
-for d in docs:
-    if d["kind"] == "DaemonSet":
-        for c in d["spec"]["template"]["spec"]["containers"]:
-            c["image"] = sys.argv[2]
-            c["imagePullPolicy"] = "IfNotPresent"
-        # The overlay names the default instance's node run dir; use this instance's.
-        for v in d["spec"]["template"]["spec"].get("volumes", []):
-            if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
-                v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
-yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
-own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
-yaml.safe_dump_all(own, open(sys.argv[3], "w"))
-EOF
+render_overlay kube-local "$DAEMON_IMAGE" "$WORK/rendered.yaml" "$WORK/own-objects.yaml"
 k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || {
   cat "$WORK/apply.log"
   die "kubectl apply failed"
@@ -818,14 +791,8 @@ step_done "manager $SURVIVOR exited 0 in $(secs "$STOP_MS")s, Lease released; po
 
 # --- 8. the manager as a Deployment ------------------------------------------------------------
 step 8 "the manager as the kube-local Deployment (image from scripts/build-image): Ready, leads, admits"
-"$ROOT/scripts/build-image" kruise-manager "$MANAGER" --tag manager-e2e --out "$WORK/manager-image" \
-  --push "$REG" >"$WORK/build-manager-image.log" 2>&1 || {
-  cat "$WORK/build-manager-image.log"
-  die "scripts/build-image kruise-manager failed"
-}
-MDIGEST=$(curl -sfI -H "$ACCEPT" "http://$REG/v2/kruise-cpp/kruise-manager/manifests/manager-e2e" |
-  tr -d '\r' | awk -F': ' 'tolower($1)=="docker-content-digest" {print $2}')
-[[ "$MDIGEST" == sha256:* ]] || die "no digest for the pushed manager image"
+push_image kruise-manager "$MANAGER" manager-e2e "$WORK/manager-image"
+MDIGEST=${PUSHED_IMAGE##*@}
 k kustomize "$ROOT/deploy/overlays/kube-local" >"$WORK/rendered-all.yaml" || die "kustomize failed"
 python3 - "$WORK/rendered-all.yaml" "$REG/kruise-cpp/kruise-manager@$MDIGEST" "$WORK/deployment.yaml" <<'EOF' || die "rendering the Deployment failed"
 import sys, yaml

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# ImagePullJob latency on kube-local (GitHub issue 13, part 3): job created -> status.succeeded,
+# against a bare CRI PullImage of the same image on the same containerd, with the breakdown
+# (job -> NodeImage tag, tag -> PullImage, pull, status write, NodeImage -> job status).
+# See bench/manager/README.md ("ImagePullJob latency").
+#
+#   bench/manager/job_latency.sh [BUILD_DIR]      (default: build)
+#
+# Deploys deploy/overlays/kube-local without the manager Deployment (CRDs, RBAC, webhooks, the
+# daemon DaemonSet on an image of BUILD_DIR's kruise-daemon), runs BUILD_DIR's kruise-manager as a
+# host process (admin kubeconfig, webhooks by URL), then bench/manager/job_latency.py. Deletes
+# what it made afterwards (the registry keeps the repository kruise-bench/jobs: tags only).
+# Environment: JOBS (30), INTERVAL (2 s), KRUISE_BENCH_PORT_BASE (16450: webhook, health,
+# metrics), KEEP_LOGS=1 (keep the work dir).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
+BUILD=$(readlink -f "${1:-$ROOT/build}")
+T0=$SECONDS
+# shellcheck source=../../test/e2e/lib.sh
+. "$ROOT/test/e2e/lib.sh"
+KRUISE_E2E_REQUIRED=1 kube_local_preflight jq curl umoci skopeo python3
+# Benchmarks are not in the default build: build (or bring up to date) what this one runs.
+ninja -C "$BUILD" kruise-manager kruise-daemon bare-cri-pull >&2 || die "build failed"
+
+BASE=${KRUISE_BENCH_PORT_BASE:-16450}
+KNS=kruise-system
+NS=kruise-bench-jobs
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/job-latency.XXXXXX")
+MPID=
+cleanup() {
+  local rc=$?
+  set +e
+  [ -n "$MPID" ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
+  k delete mutatingwebhookconfiguration kruise-mutating-webhook-configuration --ignore-not-found >/dev/null 2>&1
+  k delete validatingwebhookconfiguration kruise-validating-webhook-configuration --ignore-not-found >/dev/null 2>&1
+  for name in $(k -n "$NS" get imagepulljobs.apps.kruise.io -o name 2>/dev/null); do
+    k -n "$NS" patch "$name" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+  done
+  k delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
+  [ -f "$WORK/own-objects.yaml" ] &&
+    k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
+  k -n "$KNS" delete secret kruise-webhook-certs --ignore-not-found >/dev/null 2>&1
+  k delete nodeimages.apps.kruise.io "$KUBE_LOCAL_NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1
+  remove_repo_names kruise-bench/jobs
+  # The next DaemonSet pod (a test's) needs the agent's host port: wait, bounded, for ours to go.
+  local deadline=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$deadline" ] &&
+    [ -n "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]; do sleep 0.5; done
+  if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+# Only the names of our tags: their manifest is busybox:1.35's, which must stay.
+remove_repo_names() {
+  local refs
+  mapfile -t refs < <("${CTR[@]}" images ls -q 2>/dev/null | grep -E "/$1[:@]")
+  [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm "${refs[@]}" >/dev/null 2>&1
+}
+trap cleanup EXIT
+# shellcheck disable=SC2206 # a command line, split on purpose
+CTR=($KUBE_LOCAL_CTR)
+
+say "deploying the daemon DaemonSet and starting kruise-manager"
+push_image kruise-daemon "$BUILD/daemon/kruise-daemon" job-latency "$WORK/image" --user 0:0
+render_overlay kube-local "$PUSHED_IMAGE" "$WORK/rendered.yaml" "$WORK/own-objects.yaml"
+k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
+k create namespace "$NS" >/dev/null || die "creating namespace $NS"
+k wait --for condition=established --timeout=60s crd/nodeimages.apps.kruise.io \
+  crd/imagepulljobs.apps.kruise.io >/dev/null || die "CRDs not established"
+env POD_NAMESPACE="$KNS" WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT="$BASE" WEBHOOK_CERT_DIR="$WORK/certs" \
+  "$BUILD/manager/app/kruise-manager" --kubeconfig "$KUBECONFIG" --webhook-bind-address=127.0.0.1 \
+  --health-probe-addr="127.0.0.1:$((BASE + 1))" --metrics-addr="127.0.0.1:$((BASE + 2))" \
+  --feature-gates=ImagePullJobGate=true --nodeimage-creation-delay=0s >"$WORK/manager.log" 2>&1 &
+MPID=$!
+manager_ready() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$((BASE + 1))/readyz")" = 200 ]
+}
+wait_for 60 "kruise-manager /readyz" manager_ready
+timeout 150 "$KUBECTL" -n "$KNS" rollout status ds/kruise-daemon --timeout=140s >/dev/null ||
+  die "DaemonSet kruise-daemon did not roll out"
+daemon_pod() {
+  DAEMON_POD=$(k -n "$KNS" get pods -l control-plane=daemon -o json | jq -r --arg img "$PUSHED_IMAGE" \
+    '[.items[] | select(.metadata.deletionTimestamp == null) | select(.spec.containers[0].image == $img)
+       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))][0].metadata.name // empty')
+  [ -n "$DAEMON_POD" ]
+}
+wait_for 60 "a Ready daemon pod" daemon_pod
+
+say "measuring: ${JOBS:-30} jobs, one every ${INTERVAL:-2} s, bare pulls interleaved"
+python3 "$ROOT/bench/manager/job_latency.py" --registry "$KUBE_LOCAL_REGISTRY" \
+  --namespace "$NS" --node "$KUBE_LOCAL_NODE_NAME" --jobs "${JOBS:-30}" --interval "${INTERVAL:-2}" \
+  --bare-pull "$BUILD/bench/manager/bare-cri-pull" --cri-socket "$KUBE_LOCAL_CRI_SOCKET" \
+  --daemon-log-cmd "timeout 60 $KUBECTL -n $KNS logs $DAEMON_POD"
