@@ -26,26 +26,11 @@ BASE=${KRUISE_BENCH_PORT_BASE:-16450}
 KNS=kruise-system
 NS=kruise-bench-jobs
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/job-latency.XXXXXX")
-MPID=
 cleanup() {
   local rc=$?
   set +e
-  [ -n "$MPID" ] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-  k delete mutatingwebhookconfiguration kruise-mutating-webhook-configuration --ignore-not-found >/dev/null 2>&1
-  k delete validatingwebhookconfiguration kruise-validating-webhook-configuration --ignore-not-found >/dev/null 2>&1
-  for name in $(k -n "$NS" get imagepulljobs.apps.kruise.io -o name 2>/dev/null); do
-    k -n "$NS" patch "$name" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
-  done
-  k delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
-  [ -f "$WORK/own-objects.yaml" ] &&
-    k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
-  k -n "$KNS" delete secret kruise-webhook-certs --ignore-not-found >/dev/null 2>&1
-  k delete nodeimages.apps.kruise.io "$KUBE_LOCAL_NODE_NAME" --ignore-not-found --wait=false >/dev/null 2>&1
+  delete_test_deployment "$WORK" "$NS"
   remove_repo_names kruise-bench/jobs
-  # The next DaemonSet pod (a test's) needs the agent's host port: wait, bounded, for ours to go.
-  local deadline=$((SECONDS + 60))
-  while [ "$SECONDS" -lt "$deadline" ] &&
-    [ -n "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]; do sleep 0.5; done
   if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
@@ -66,21 +51,11 @@ k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || die "kubectl apply: 
 k create namespace "$NS" >/dev/null || die "creating namespace $NS"
 k wait --for condition=established --timeout=60s crd/nodeimages.apps.kruise.io \
   crd/imagepulljobs.apps.kruise.io >/dev/null || die "CRDs not established"
-env POD_NAMESPACE="$KNS" WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT="$BASE" WEBHOOK_CERT_DIR="$WORK/certs" \
-  "$BUILD/manager/app/kruise-manager" --kubeconfig "$KUBECONFIG" --webhook-bind-address=127.0.0.1 \
-  --health-probe-addr="127.0.0.1:$((BASE + 1))" --metrics-addr="127.0.0.1:$((BASE + 2))" \
-  --feature-gates=ImagePullJobGate=true --nodeimage-creation-delay=0s >"$WORK/manager.log" 2>&1 &
-MPID=$!
-manager_ready() {
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$((BASE + 1))/readyz")" = 200 ]
-}
-wait_for 60 "kruise-manager /readyz" manager_ready
+start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
 timeout 150 "$KUBECTL" -n "$KNS" rollout status ds/kruise-daemon --timeout=140s >/dev/null ||
   die "DaemonSet kruise-daemon did not roll out"
 daemon_pod() {
-  DAEMON_POD=$(k -n "$KNS" get pods -l control-plane=daemon -o json | jq -r --arg img "$PUSHED_IMAGE" \
-    '[.items[] | select(.metadata.deletionTimestamp == null) | select(.spec.containers[0].image == $img)
-       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))][0].metadata.name // empty')
+  DAEMON_POD=$(daemon_pods "$PUSHED_IMAGE" | awk -v n="$KUBE_LOCAL_NODE_NAME" '$1 == n { print $2 }')
   [ -n "$DAEMON_POD" ]
 }
 wait_for 60 "a Ready daemon pod" daemon_pod

@@ -127,3 +127,57 @@ own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespa
 yaml.safe_dump_all(own, open(sys.argv[3], "w"))
 PYEOF
 }
+
+# start_host_manager MANAGER WORK PORT: one kruise-manager on the host with the admin kubeconfig,
+# its webhooks registered by URL on 127.0.0.1:PORT, /readyz on PORT+1, metrics on PORT+2, log in
+# WORK/manager.log; no leader election (the only replica). Sets MANAGER_PID; waits for /readyz.
+start_host_manager() {
+  local manager=$1 work=$2 port=$3
+  env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT="$port" \
+    WEBHOOK_CERT_DIR="$work/certs" "$manager" --kubeconfig "$KUBECONFIG" \
+    --webhook-bind-address=127.0.0.1 --health-probe-addr="127.0.0.1:$((port + 1))" \
+    --metrics-addr="127.0.0.1:$((port + 2))" --feature-gates=ImagePullJobGate=true \
+    --nodeimage-creation-delay=0s >"$work/manager.log" 2>&1 &
+  MANAGER_PID=$!
+  HOST_MANAGER_HEALTH=127.0.0.1:$((port + 1))
+  wait_for 60 "kruise-manager /readyz" host_manager_ready
+}
+host_manager_ready() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$HOST_MANAGER_HEALTH/readyz")" = 200 ]
+}
+
+# daemon_pods IMAGE: "node pod" lines of the Ready, not deleted kruise-daemon pods on IMAGE.
+daemon_pods() {
+  k -n kruise-system get pods -l control-plane=daemon -o json | jq -r --arg img "$1" \
+    '.items[] | select(.metadata.deletionTimestamp == null) | select(.spec.containers[0].image == $img)
+       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))
+       | "\(.spec.nodeName) \(.metadata.name)"'
+}
+
+# delete_test_deployment WORK NS: what start_host_manager and render_overlay's OWN file made, and
+# the test namespace NS (finalizers of its jobs and CRRs stripped: no manager removes them now),
+# the certificate Secret and every NodeImage; waits (bounded) until no daemon pod is left, as the
+# next DaemonSet pod (another test's) needs the agent's node run dir to itself.
+delete_test_deployment() {
+  local work=$1 ns=$2 kind name
+  [ -n "${MANAGER_PID:-}" ] && kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null
+  MANAGER_PID=
+  k delete mutatingwebhookconfiguration kruise-mutating-webhook-configuration --ignore-not-found >/dev/null 2>&1
+  k delete validatingwebhookconfiguration kruise-validating-webhook-configuration --ignore-not-found >/dev/null 2>&1
+  for kind in imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io; do
+    for name in $(k -n "$ns" get "$kind" -o name 2>/dev/null); do
+      k -n "$ns" patch "$name" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+    done
+  done
+  k -n "$ns" delete pods --all --grace-period=0 --force >/dev/null 2>&1
+  k delete namespace "$ns" --ignore-not-found --wait=false >/dev/null 2>&1
+  [ -f "$work/own-objects.yaml" ] &&
+    k delete -f "$work/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
+  k -n kruise-system delete secret kruise-webhook-certs --ignore-not-found >/dev/null 2>&1
+  k delete nodeimages.apps.kruise.io --all --wait=false >/dev/null 2>&1
+  local deadline=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$deadline" ] &&
+    [ -n "$(k -n kruise-system get pods -l control-plane=daemon -o name 2>/dev/null)" ]; do
+    sleep 0.5
+  done
+}
