@@ -299,11 +299,11 @@ absl::StatusOr<HealthProbeResult> ProbeHealth(const HealthProbe& probe) {
   if (probe.path.empty() || probe.path.front() != '/') {
     return absl::InvalidArgumentError(absl::StrCat("path \"", probe.path, "\": want /..."));
   }
+  int64_t usec = absl::ToInt64Microseconds(probe.timeout);
+  if (usec <= 0) return absl::InvalidArgumentError("timeout must be positive");
   HealthProbeResult result;
   result.url = absl::StrCat("http://", UrlHost(hp->host), ":", hp->port, probe.path);
   httplib::Client client(hp->host, hp->port);
-  int64_t usec = absl::ToInt64Microseconds(probe.timeout);
-  if (usec <= 0) return absl::InvalidArgumentError("timeout must be positive");
   time_t sec = static_cast<time_t>(usec / 1000000);
   time_t rest = static_cast<time_t>(usec % 1000000);
   client.set_connection_timeout(sec, rest);

@@ -244,6 +244,9 @@ TEST(ProbeHealth, Failures) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ProbeHealth({.address = "127.0.0.1:1", .path = "healthz"}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ProbeHealth({.address = "127.0.0.1:1", .timeout = absl::ZeroDuration()}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
