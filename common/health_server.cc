@@ -1,12 +1,22 @@
 #include "common/health_server.h"
 
+#include <fcntl.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/url.h"
 #include "httplib.h"
 
 namespace kruise {
@@ -89,6 +99,7 @@ std::pair<int, std::string> HealthServer::Evaluate(bool readiness, absl::string_
 absl::Status HealthServer::Start() {
   auto hp = ParseListenAddress(options_.address);
   if (!hp.ok()) return hp.status();
+  host_ = hp->host;
   server_ = std::make_unique<httplib::Server>();
   // cpp-httplib's default also sets SO_REUSEPORT, which would let a second process silently share
   // the port; a listener must fail loudly instead.
@@ -155,6 +166,158 @@ void HealthServer::Stop() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();
+}
+
+std::string HealthServer::bound_address() const {
+  if (port_ == 0) return "";
+  return absl::StrCat(UrlHost(host_), ":", port_);
+}
+
+namespace {
+
+// Closes the temporary address file's descriptor on every path out of WriteAddressFile.
+class AddressFileFd {
+ public:
+  explicit AddressFileFd(int fd) : fd_(fd) {}
+  ~AddressFileFd() { Close(); }
+  AddressFileFd(const AddressFileFd&) = delete;
+  AddressFileFd& operator=(const AddressFileFd&) = delete;
+  int get() const { return fd_; }
+  int Close() {
+    int rc = fd_ >= 0 ? close(fd_) : 0;
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+// cpp-httplib's client errors in words ("Connection" alone says little in a probe's output).
+std::string ProbeErrorText(httplib::Error error, absl::Duration timeout) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "cannot connect (refused or unreachable)";
+    case httplib::Error::ConnectionTimeout:
+      return absl::StrCat("no connection within ", absl::FormatDuration(timeout));
+    case httplib::Error::Read:
+      return absl::StrCat("no complete answer (connection closed, or nothing within ",
+                          absl::FormatDuration(timeout), ")");
+    case httplib::Error::Write:
+      return "sending the request failed";
+    default:
+      return absl::StrCat("HTTP client error ", httplib::to_string(error));
+  }
+}
+
+absl::Status AddressFileError(int error, absl::string_view what, absl::string_view path) {
+  return absl::ErrnoToStatus(error, absl::StrCat("address file: ", what, " ", path));
+}
+
+}  // namespace
+
+absl::Status WriteAddressFile(const std::string& path, absl::string_view address) {
+  if (path.empty()) return absl::InvalidArgumentError("address file: empty path");
+  std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) return AddressFileError(ec.value(), "creating the directory of", path);
+  }
+  std::string tmp = path + ".XXXXXX";
+  AddressFileFd fd(mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) return AddressFileError(errno, "creating a temporary file for", path);
+  bool renamed = false;
+  auto remove_tmp = [&] {
+    if (!renamed) unlink(tmp.c_str());
+  };
+  std::string line = absl::StrCat(address, "\n");
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = write(fd.get(), line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      remove_tmp();
+      return AddressFileError(error, "writing", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // mkostemp creates 0600; the address is no secret and probes may run as another user.
+  if (fchmod(fd.get(), 0644) != 0 || fd.Close() != 0) {
+    int error = errno;
+    remove_tmp();
+    return AddressFileError(error, "writing", tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    remove_tmp();
+    return AddressFileError(error, "renaming a temporary file to", path);
+  }
+  renamed = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadAddressFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    int error = errno;
+    if (error == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("address file ", path, " does not exist"));
+    }
+    return AddressFileError(error, "reading", path);
+  }
+  std::stringstream content;
+  content << in.rdbuf();
+  if (in.bad()) return AddressFileError(errno, "reading", path);
+  std::string address(absl::StripAsciiWhitespace(content.str()));
+  if (address.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("address file ", path, " is empty"));
+  }
+  return address;
+}
+
+absl::StatusOr<HealthProbeResult> ProbeHealth(const HealthProbe& probe) {
+  if (probe.address.empty() == probe.address_file.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one of an address (--addr) and an address file (--addr-file)");
+  }
+  std::string address = probe.address;
+  if (!probe.address_file.empty()) {
+    ASSIGN_OR_RETURN(address, ReadAddressFile(probe.address_file));
+  }
+  auto hp = ParseListenAddress(address);
+  if (!hp.ok()) {
+    if (probe.address_file.empty()) return hp.status();
+    return Annotate(hp.status(), absl::StrCat("address file ", probe.address_file));
+  }
+  if (hp->port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("address \"", address, "\": port 0"));
+  }
+  if (hp->host == "0.0.0.0") hp->host = "127.0.0.1";  // ParseListenAddress: "" -> 0.0.0.0
+  if (hp->host == "::") hp->host = "::1";
+  if (probe.path.empty() || probe.path.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("path \"", probe.path, "\": want /..."));
+  }
+  int64_t usec = absl::ToInt64Microseconds(probe.timeout);
+  if (usec <= 0) return absl::InvalidArgumentError("timeout must be positive");
+  HealthProbeResult result;
+  result.url = absl::StrCat("http://", UrlHost(hp->host), ":", hp->port, probe.path);
+  httplib::Client client(hp->host, hp->port);
+  time_t sec = static_cast<time_t>(usec / 1000000);
+  time_t rest = static_cast<time_t>(usec % 1000000);
+  client.set_connection_timeout(sec, rest);
+  client.set_read_timeout(sec, rest);
+  client.set_write_timeout(sec, rest);
+  client.set_keep_alive(false);
+  auto res = client.Get(probe.path);
+  if (!res) {
+    return absl::UnavailableError(
+        absl::StrCat("GET ", result.url, ": ", ProbeErrorText(res.error(), probe.timeout)));
+  }
+  result.status = res->status;
+  result.body = std::move(res->body);
+  return result;
 }
 
 }  // namespace kruise

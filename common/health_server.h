@@ -15,6 +15,11 @@
 // as kube-apiserver's /livez does: a DaemonSet's liveness probe can use
 // `/healthz?exclude=runtime` so a node agent waiting for its runtime is not restarted in a loop.
 // Checks run on the server's threads and must be quick and thread-safe.
+//
+// A server started on port 0 gets an ephemeral port (port(), bound_address()). Where clients cannot
+// know it in advance (several kruise-daemons on one host network, as on a multi-node kube-local),
+// the process publishes it in an address file (WriteAddressFile) and clients read it back
+// (ProbeHealth with address_file: `kruise-daemon probe`, the kube-local DaemonSet's exec probes).
 
 #include <functional>
 #include <memory>
@@ -26,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace httplib {
 class Server;
@@ -63,7 +69,10 @@ class HealthServer {
   // kUnavailable when the address cannot be bound.
   absl::Status Start();
   void Stop();
+  // After a successful Start(): the port bound (the ephemeral port the kernel chose when the
+  // address asked for port 0) and "host:port" with it ("[::1]:41234" for IPv6); 0 / "" before.
   int port() const { return port_; }
+  std::string bound_address() const;
 
   // The bodies and codes the endpoints answer, for callers that want them without HTTP (tests,
   // `kruise-daemon check`).
@@ -83,7 +92,39 @@ class HealthServer {
   std::shared_ptr<prometheus::Registry> registry_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::string host_;
   int port_ = 0;
 };
+
+// The address file: a server's bound address as one line "host:port\n".
+// WriteAddressFile creates the parent directory when missing and replaces the file atomically (a
+// temporary file in the same directory, renamed over it), so a reader sees the previous content or
+// the new one, never a partial line. Errors: the failing system call's errno as a status, with the
+// path.
+absl::Status WriteAddressFile(const std::string& path, absl::string_view address);
+// The address in the file, surrounding whitespace removed. Errors: kNotFound when the file does not
+// exist, kInvalidArgument when it is empty, the errno's status for other read failures.
+absl::StatusOr<std::string> ReadAddressFile(const std::string& path);
+
+// One HTTP GET of a health endpoint, as `kruise-daemon probe` and the DaemonSet's exec probes do
+// it.
+struct HealthProbe {
+  // Exactly one of the two: "host:port" (":port", "[ipv6]:port"), or the address file to read it
+  // from. A wildcard host (empty, 0.0.0.0, ::) is reached on loopback (127.0.0.1, ::1).
+  std::string address = "";
+  std::string address_file = "";
+  std::string path = "/healthz";              // may carry a query: "/healthz?exclude=runtime"
+  absl::Duration timeout = absl::Seconds(2);  // for connecting, and for each read and write
+};
+struct HealthProbeResult {
+  std::string url;  // what was asked, for messages: "http://127.0.0.1:41234/readyz"
+  int status = 0;   // the HTTP status
+  std::string body;
+};
+// Blocks for at most about twice `timeout`. Any HTTP answer is a result (the caller judges its
+// status). Errors: kInvalidArgument (neither or both of address / address_file, a bad address, port
+// 0, a path not starting with '/'), ReadAddressFile's errors, kUnavailable when no answer came
+// (connection refused, timeout).
+absl::StatusOr<HealthProbeResult> ProbeHealth(const HealthProbe& probe);
 
 }  // namespace kruise

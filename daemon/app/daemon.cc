@@ -6,9 +6,12 @@
 #include <prometheus/registry.h>
 
 #include <condition_variable>
+#include <filesystem>
 #include <memory>
 #include <mutex>
+#include <system_error>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/health_server.h"
@@ -124,8 +127,26 @@ absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop) {
       },
       CheckKind::kReadiness);
   health.SetMetrics(metrics.registry);
+  // A file left by an earlier run (a restarted container keeps its emptyDir) names a port that may
+  // now be another process's: remove it before binding, and again whichever way this returns.
+  auto remove_addr_file = [&options] {
+    std::error_code ec;
+    if (!options.addr_file.empty()) std::filesystem::remove(options.addr_file, ec);
+    return ec;
+  };
+  if (std::error_code ec = remove_addr_file()) {
+    return absl::ErrnoToStatus(
+        ec.value(), absl::StrCat("--addr-file: removing the previous ", options.addr_file));
+  }
+  absl::Cleanup addr_file_cleanup = [&] { (void)remove_addr_file(); };
   RETURN_IF_ERROR(health.Start());
-  log->info("serving /healthz, /readyz and /metrics on {}", options.addr);
+  log->info("serving /healthz, /readyz and /metrics on {} (--addr {})", health.bound_address(),
+            options.addr);
+  if (!options.addr_file.empty()) {
+    RETURN_IF_ERROR(
+        Annotate(WriteAddressFile(options.addr_file, health.bound_address()), "--addr-file"));
+    log->info("wrote the address {} to {}", health.bound_address(), options.addr_file);
+  }
 
   kube::ResolveOptions resolve;
   resolve.kubeconfig_flag = options.kubeconfig;

@@ -2,10 +2,11 @@
 
 // Daemon: the kruise-daemon process, composed from its parts.
 //
-//   health/metrics server (--addr)  ->  runtime discovery, retried with backoff until a CRI
-//   socket answers (fail-soft: /healthz says 503 with every path tried, the process stays up)
-//   ->  Kubernetes client  ->  NodeImage controller (image pre-pull) and ContainerRecreateRequest
-//   controller (container recreate), both for this node only.
+//   health/metrics server (--addr; the address bound also in --addr-file)  ->  runtime discovery,
+//   retried with backoff until a CRI socket answers (fail-soft: /healthz says 503 with every path
+//   tried, the process stays up)  ->  Kubernetes client  ->  NodeImage controller (image
+//   pre-pull) and ContainerRecreateRequest controller (container recreate), both for this node
+//   only.
 //
 // Run() blocks until `stop` is requested, then shuts down in reverse order.
 
@@ -19,7 +20,11 @@ namespace kruise::daemon {
 
 struct DaemonOptions {
   std::string node_name;        // NODE_NAME
-  std::string addr = ":10221";  // health + metrics
+  std::string addr = ":10221";  // health + metrics; port 0: an ephemeral port
+  // When set: the address bound ("host:port", the port resolved) is written there once serving
+  // (kruise::WriteAddressFile), for clients that cannot know it (`kruise-daemon probe`); removed
+  // before binding (a previous run's) and again when RunDaemon returns.
+  std::string addr_file;
   std::string host_run_dir = "/hostvarrun";
   std::string socket_file;             // relative to host_run_dir; empty: discover
   // systemd unit of the runtime (/healthz, /metrics); empty: from the runtime discovered.
@@ -36,7 +41,7 @@ struct DaemonOptions {
 };
 
 // Returns non-OK only for start-up errors that retrying cannot fix (bad flags, no Kubernetes
-// configuration, the address in use).
+// configuration, the address in use, the address file not writable).
 absl::Status RunDaemon(const DaemonOptions& options, std::stop_token stop);
 
 }  // namespace kruise::daemon

@@ -2,6 +2,7 @@
 //
 //   kruise-daemon [flags]          run as the node agent (NODE_NAME required)
 //   kruise-daemon check [flags]    print the runtime found on this node; exit 0 if healthy
+//   kruise-daemon probe [flags]    GET a running daemon's /healthz (or --path); exit 0 on HTTP 200
 
 #include <csignal>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "common/flags.h"
+#include "common/health_server.h"
 #include "common/logging.h"
 #include "cri/discovery.h"
 #include "daemon/app/daemon.h"
@@ -43,7 +45,10 @@ int main(int argc, char** argv) {
   kruise::Flags app{
       "kruise-daemon: OpenKruise-compatible node agent (image pre-pull, container "
       "recreate) over CRI"};
-  app.Add("--addr", &o.addr, "Address of /healthz, /readyz and /metrics").ShowDefault();
+  app.Add("--addr", &o.addr, "Address of /healthz, /readyz and /metrics (port 0: any free port)")
+      .ShowDefault();
+  app.Add("--addr-file", &o.addr_file,
+          "Once serving, write the address bound (HOST:PORT) to this file (for `probe`)");
   app.Add("--host-run-dir", &o.host_run_dir,
           "Where the host's /var/run is mounted (CRI sockets are looked up under it)")
       .ShowDefault();
@@ -84,7 +89,38 @@ int main(int argc, char** argv) {
   pull_cmd.Add("--timeout-seconds", &pull.timeout_seconds, "Per attempt").ShowDefault();
   pull_cmd.Add("--backoff-limit", &pull.backoff_limit, "Retries").ShowDefault();
   pull_cmd.AddSwitch("--always", &pull.always, "Pull even when the runtime has the image");
+  kruise::HealthProbe probe;
+  int probe_timeout_seconds = 2;
+  auto& probe_cmd = app.Subcommand(
+      "probe",
+      "GET a running daemon's health endpoint, print the body; exit 0 on HTTP 200, else 1 "
+      "(exec probes when the port is not known in advance)");
+  probe_cmd.Add("--addr-file", &probe.address_file, "File the daemon's --addr-file wrote");
+  probe_cmd.Add("--addr", &probe.address, "HOST:PORT instead of --addr-file (0.0.0.0: loopback)");
+  probe_cmd.Add("--path", &probe.path, "Path and query, e.g. /readyz or /healthz?exclude=runtime")
+      .ShowDefault();
+  probe_cmd.Add("--timeout-seconds", &probe_timeout_seconds, "For connecting and for each read")
+      .Positive()
+      .ShowDefault();
   if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
+
+  if (probe_cmd.Given()) {  // before logging: a probe prints only the answer, or why there is none
+    probe.timeout = absl::Seconds(probe_timeout_seconds);
+    auto answer = kruise::ProbeHealth(probe);
+    if (!answer.ok()) {
+      std::fprintf(stderr, "kruise-daemon probe: %s\n",
+                   std::string(answer.status().message()).c_str());
+      return 1;
+    }
+    std::fwrite(answer->body.data(), 1, answer->body.size(), stdout);
+    if (!answer->body.empty() && answer->body.back() != '\n') std::fputc('\n', stdout);
+    if (answer->status != 200) {
+      std::fprintf(stderr, "kruise-daemon probe: GET %s: HTTP %d\n", answer->url.c_str(),
+                   answer->status);
+      return 1;
+    }
+    return 0;
+  }
 
   auto format = kruise::ParseLogFormat(log_format);
   if (!format.ok()) {

@@ -208,14 +208,40 @@ def check_daemonset(objs, where, kube_local=False):
           f"{where}: NODE_NAME not from spec.nodeName")
     addr = flag(c["args"], "--addr")
     port = port_of(addr) if addr else None
-    for probe in ("livenessProbe", "readinessProbe"):
-        check(c.get(probe, {}).get("httpGet", {}).get("port") == port, f"{where}: daemon {probe} port != --addr")
-        if kube_local:
-            check(c[probe]["httpGet"].get("host") == "127.0.0.1", f"{where}: daemon {probe} host")
-    check([p["containerPort"] for p in c.get("ports", [])] == [port], f"{where}: daemon container port")
-    run_dir = flag(c["args"], "--host-run-dir")
     mounts = {m["name"]: m for m in c.get("volumeMounts", [])}
     vols = {v["name"]: v for v in pod.get("volumes", [])}
+    probe_paths = {"livenessProbe": "/healthz?exclude=runtime", "readinessProbe": "/readyz"}
+    probe_timing = {"livenessProbe": {"initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 2,
+                                      "failureThreshold": 3},
+                    "readinessProbe": {"periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3}}
+    for probe, timing in probe_timing.items():
+        got = {k: c.get(probe, {}).get(k) for k in timing}
+        check(got == timing, f"{where}: daemon {probe} timing {got} != {timing}")
+    if kube_local:
+        # All nodes share one network: an ephemeral loopback port published in a pod-local file,
+        # exec probes reading it, no declared port (deploy/overlays/kube-local*/daemonset-patch.yaml).
+        addr_file = flag(c["args"], "--addr-file")
+        check(addr == "127.0.0.1:0", f"{where}: daemon --addr {addr} is not an ephemeral loopback port")
+        check(addr_file is not None, f"{where}: daemon without --addr-file")
+        check("ports" not in c, f"{where}: daemon declares ports {c.get('ports')}")
+        if addr_file:
+            addr_dir = os.path.dirname(addr_file)
+            m = [m for m in mounts.values() if m["mountPath"] == addr_dir]
+            check(len(m) == 1 and "emptyDir" in vols.get(m[0]["name"], {}),
+                  f"{where}: --addr-file directory {addr_dir} is not an emptyDir mount")
+        for probe, path in probe_paths.items():
+            p = c.get(probe, {})
+            check("httpGet" not in p, f"{where}: daemon {probe} still has httpGet")
+            check(p.get("exec", {}).get("command") ==
+                  ["/usr/local/bin/kruise-daemon", "probe", f"--addr-file={addr_file}", f"--path={path}",
+                   "--timeout-seconds=1"],
+                  f"{where}: daemon {probe} command {p.get('exec', {}).get('command')}")
+    else:
+        for probe, path in probe_paths.items():
+            check(c.get(probe, {}).get("httpGet") == {"path": path, "port": port},
+                  f"{where}: daemon {probe} httpGet {c.get(probe, {}).get('httpGet')} != {path} on --addr")
+        check([p["containerPort"] for p in c.get("ports", [])] == [port], f"{where}: daemon container port")
+    run_dir = flag(c["args"], "--host-run-dir")
     sock = [m for m in mounts.values() if m["mountPath"] == run_dir]
     if check(len(sock) == 1, f"{where}: nothing mounted at --host-run-dir {run_dir}"):
         check(sock[0].get("readOnly") is True, f"{where}: host run dir not read-only")
@@ -325,6 +351,13 @@ def main():
     check_webhooks(o, "kube-local", "Ignore")
     check_daemonset(o, "kube-local", kube_local=True)
     check_deployment(o, "kube-local", 1, 0, 1, True, False, kube_local=True)
+    d = load(render, "overlays/kube-local-daemon")
+    check_crds(d, "kube-local-daemon")
+    check_rbac(d, "kube-local-daemon")
+    check_daemonset(d, "kube-local-daemon", kube_local=True)
+    # Its patch is a copy of overlays/kube-local's (see its kustomization.yaml): same DaemonSet.
+    key = ("DaemonSet", "kruise-system", "kruise-daemon")
+    check(d.get(key) == o.get(key), "kube-local-daemon: DaemonSet differs from overlays/kube-local's")
 
     for f in failures:
         print("FAIL:", f)

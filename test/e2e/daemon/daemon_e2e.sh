@@ -64,6 +64,10 @@ IMG_TLS=$REG_TLS/$REPO/small
 IMG_MISSING=$REG/$REPO/missing
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/daemon-e2e.XXXXXX")
 PIDS=()
+# The kube-local overlays run the daemon on an ephemeral loopback port that it writes to a pod-local
+# file (kube-local's nodes share one network); `kruise-daemon probe` inside the pod reads it.
+DAEMON_BIN=/usr/local/bin/kruise-daemon       # where scripts/build-image puts it
+DAEMON_ADDR_FILE=/var/run/kruise-daemon/addr  # deploy/overlays/kube-local*/daemonset-patch.yaml
 
 # --- cleanup -------------------------------------------------------------------------------------
 delete_daemon_objects() {
@@ -97,7 +101,7 @@ cleanup() {
   k delete namespace "$NS" --ignore-not-found --wait=false >/dev/null 2>&1
   k -n "$KNS" delete pod "$NORT_POD" --ignore-not-found --wait=false >/dev/null 2>&1
   delete_daemon_objects
-  # The next DaemonSet pod needs the host port: wait (bounded) for ours to be gone.
+  # The next run starts without an agent of ours: wait (bounded) for our pods to be gone.
   for _ in $(seq 150); do daemon_pods_gone && break; sleep 0.2; done
   remove_test_images
   rm -rf "$WORK"
@@ -149,11 +153,15 @@ spec = ds["spec"]["template"]["spec"]
 spec["nodeName"] = sys.argv[4]
 c = spec["containers"][0]
 port = int(sys.argv[3])
+# A fixed port, for the curl below; --addr-file (if any) stays: this pod's own emptyDir, where its
+# exec probes (kube-local overlays) find the port.
 c["args"] = [a for a in c["args"] if not a.startswith(("--addr=", "--socket-file="))] + [
     f"--addr=127.0.0.1:{port}", "--socket-file=kruise-e2e-no-such.sock"]
-c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+if "ports" in c:
+    c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
 for probe in ("livenessProbe", "readinessProbe"):
-    c[probe]["httpGet"]["port"] = port
+    if "httpGet" in c[probe]:
+        c[probe]["httpGet"]["port"] = port
 c["env"] = [e for e in c["env"] if e["name"] != "NODE_NAME"] + [
     {"name": "NODE_NAME", "value": "kruise-e2e-daemon-noruntime"}]
 pod = {"apiVersion": "v1", "kind": "Pod",
@@ -349,14 +357,20 @@ result "no runtime in the cluster: agent up $(secs $(($(now_ms) - T_NORT)))s, 0 
 k -n "$KNS" delete pod "$NORT_POD" --wait=false >/dev/null
 
 # --- 5. ContainerRecreateRequests ----------------------------------------------------------------
-# Binaries built before the CRR controller existed export no kruise_daemon_crr_* metrics.
+# Binaries built before the CRR controller existed export no kruise_daemon_crr_* metrics. /metrics
+# is read inside the daemon pod: its port is ephemeral, in the pod's $DAEMON_ADDR_FILE.
 if [ "${KRUISE_E2E_DAEMON_SKIP_CRR:-0}" = 1 ]; then
   say "skipping the CRR cases (KRUISE_E2E_DAEMON_SKIP_CRR=1)"
-elif ! grep -q "kruise_daemon_crr" <<<"$(curl -sf "http://127.0.0.1:10221/metrics")"; then
-  say "SKIP the CRR cases: this kruise-daemon has no CRR controller (no kruise_daemon_crr_* metrics)"
 else
-  # shellcheck source=test/e2e/daemon/crr_cases.sh
-  . "$HERE/crr_cases.sh"
+  METRICS=$(k -n "$KNS" exec "$DAEMON_POD" -- "$DAEMON_BIN" probe --addr-file="$DAEMON_ADDR_FILE" \
+    --path=/metrics 2>"$WORK/metrics.err") ||
+    die "/metrics of $DAEMON_POD (kubectl exec ... probe): $(head -c 400 "$WORK/metrics.err")"
+  if ! grep -q "kruise_daemon_crr" <<<"$METRICS"; then
+    say "SKIP the CRR cases: this kruise-daemon has no CRR controller (no kruise_daemon_crr_* metrics)"
+  else
+    # shellcheck source=test/e2e/daemon/crr_cases.sh
+    . "$HERE/crr_cases.sh"
+  fi
 fi
 
 # --- 6. daemon before containerd (local process, private containerd) -----------------------------

@@ -173,10 +173,14 @@ daemon_pods_gone() {
   [ -z "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]
 }
 # The kubelet here sometimes keeps a stopped pod for a minute more (KillContainer: NotFound in its
-# log): once nothing listens on the agent's port (10221, overlays/kube-local) the objects go.
+# log): once no daemon pod reports a running container, the pod objects are force-deleted. (The
+# agent has no fixed port to watch: overlays/kube-local gives it an ephemeral one.)
 daemon_stopped() {
   daemon_pods_gone && return 0
-  (exec 3<>/dev/tcp/127.0.0.1/10221) 2>/dev/null && return 1
+  local running
+  running=$(k -n "$KNS" get pods -l control-plane=daemon -o json 2>/dev/null |
+    jq '[.items[].status.containerStatuses[]? | select(.state.running)] | length')
+  [ "$running" = 0 ] || return 1
   k -n "$KNS" delete pods -l control-plane=daemon --grace-period=0 --force >/dev/null 2>&1
   daemon_pods_gone
 }
@@ -206,7 +210,7 @@ cleanup() {
     k delete -f "$WORK/deployment.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
   [ -f "$WORK/own-objects.yaml" ] &&
     k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
-  # The next DaemonSet pod needs the host port: wait (bounded) for ours to be gone.
+  # The next run starts without an agent of ours: wait (bounded) for our daemon pods to be gone.
   local deadline=$((SECONDS + 60))
   until daemon_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
   say "cleanup: DaemonSet and RBAC deleted ($((SECONDS - t0))s)"
