@@ -176,8 +176,20 @@ delete_test_deployment() {
   k -n kruise-system delete secret kruise-webhook-certs --ignore-not-found >/dev/null 2>&1
   k delete nodeimages.apps.kruise.io --all --wait=false >/dev/null 2>&1
   local deadline=$((SECONDS + 60))
-  while [ "$SECONDS" -lt "$deadline" ] &&
-    [ -n "$(k -n kruise-system get pods -l control-plane=daemon -o name 2>/dev/null)" ]; do
-    sleep 0.5
-  done
+  until daemon_pods_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.5; done
+}
+# No kruise-daemon pod left. The kubelet here sometimes keeps a stopped pod for a minute more
+# (KillContainer: NotFound in its log), and a pod of a node that was removed keeps its last status
+# until the pod garbage collector's next pass: once none on an existing node reports a running
+# container, the pod objects are force-deleted.
+daemon_pods_stopped() {
+  local pods nodes running
+  pods=$(k -n kruise-system get pods -l control-plane=daemon -o json 2>/dev/null) || return 1
+  [ "$(jq '.items | length' <<<"$pods")" = 0 ] && return 0
+  nodes=$(k get nodes -o json 2>/dev/null | jq -c '[.items[].metadata.name]') || return 1
+  running=$(jq --argjson nodes "$nodes" '[.items[] | select(.spec.nodeName as $n | $nodes | index($n))
+    | .status.containerStatuses[]? | select(.state.running)] | length' <<<"$pods")
+  [ "$running" = 0 ] || return 1
+  k -n kruise-system delete pods -l control-plane=daemon --grace-period=0 --force >/dev/null 2>&1
+  [ -z "$(k -n kruise-system get pods -l control-plane=daemon -o name 2>/dev/null)" ]
 }

@@ -169,21 +169,6 @@ remove_slow_image() { # every name of the step 6 image in containerd, so its pul
   mapfile -t refs < <("${CTR[@]}" images ls 2>/dev/null | awk -v d="$digest" 'NR > 1 && $3 == d { print $1 }')
   [ "${#refs[@]}" = 0 ] || "${CTR[@]}" images rm --sync "${refs[@]}" >/dev/null 2>&1
 }
-daemon_pods_gone() {
-  [ -z "$(k -n "$KNS" get pods -l control-plane=daemon -o name 2>/dev/null)" ]
-}
-# The kubelet here sometimes keeps a stopped pod for a minute more (KillContainer: NotFound in its
-# log): once no daemon pod reports a running container, the pod objects are force-deleted. (The
-# agent has no fixed port to watch: overlays/kube-local gives it an ephemeral one.)
-daemon_stopped() {
-  daemon_pods_gone && return 0
-  local running
-  running=$(k -n "$KNS" get pods -l control-plane=daemon -o json 2>/dev/null |
-    jq '[.items[].status.containerStatuses[]? | select(.state.running)] | length')
-  [ "$running" = 0 ] || return 1
-  k -n "$KNS" delete pods -l control-plane=daemon --grace-period=0 --force >/dev/null 2>&1
-  daemon_pods_gone
-}
 cleanup() {
   local rc=$?
   set +e
@@ -212,7 +197,7 @@ cleanup() {
     k delete -f "$WORK/own-objects.yaml" --ignore-not-found --wait=false >/dev/null 2>&1
   # The next run starts without an agent of ours: wait (bounded) for our daemon pods to be gone.
   local deadline=$((SECONDS + 60))
-  until daemon_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+  until daemon_pods_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
   say "cleanup: DaemonSet and RBAC deleted ($((SECONDS - t0))s)"
   remove_slow_image
   remove_repo_images "$OUTAGE_REPO"

@@ -41,7 +41,7 @@ ENV_FILE=${KRUISE_KUBE_LOCAL_ENV:-${KUBE_LOCAL_STATE:-/tmp/kube-local}/env}
 BASE=${KRUISE_E2E_NODES_PORT_BASE:-16460}
 PROXY=127.0.0.1:$((BASE + 3))
 NS=kruise-e2e-nodes
-REPO=kruise-e2e-nodes # test images img-<step>:1, random 2 MiB layers, built when missing
+REPO=kruise-e2e-nodes # test images img-<step>:1, random layers, built when missing
 REG=$KUBE_LOCAL_REGISTRY
 NODES_FOUND=$KUBE_LOCAL_NODES
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nodes-e2e.XXXXXX")
@@ -138,9 +138,12 @@ agents_ready() {
 }
 wait_for 150 "a Ready agent on each of the 3 nodes" agents_ready
 AGENTS_MS=$(($(now_ms) - t))
-for name in all par zone names pod del; do
+# img-gone is larger: its job (parallelism 1, through the proxy) must outlast `up --nodes 2`.
+for name in all par zone names pod gone; do
   curl -sfI -H "$ACCEPT" "http://$REG/v2/$REPO/img-$name/manifests/1" >/dev/null && continue
-  make_image "$WORK/img-$name" 2 >"$WORK/img-$name.log" 2>&1 || die "building image img-$name"
+  mib=2
+  [ "$name" = gone ] && mib=8
+  make_image "$WORK/img-$name" "$mib" >"$WORK/img-$name.log" 2>&1 || die "building image img-$name"
   skopeo copy --quiet --dest-tls-verify=false "oci:$WORK/img-$name:1" "docker://$REG/$REPO/img-$name:1" ||
     die "pushing $REPO/img-$name:1"
 done
@@ -277,7 +280,7 @@ step_done "completed by kl-node-2's agent (${AGENT[kl-node-2]}) only; restartCou
 
 # --- 6. a node deleted during a job -------------------------------------------------------------
 step 6 "a node deleted during a job (up --nodes 2)"
-IMG=$PROXY/$REPO/img-del:1
+IMG=$PROXY/$REPO/img-gone:1
 make_job del "$IMG" "parallelism: 1"
 t=$(now_ms)
 ni_pulling() { # -> a node whose NodeImage reports the tag Pulling
@@ -286,9 +289,10 @@ ni_pulling() { # -> a node whose NodeImage reports the tag Pulling
     | .metadata.name][0] // empty')
   [ -n "$PULLING_NODE" ]
 }
-wait_for 60 "a node Pulling img-del" ni_pulling
+wait_for 60 "a node Pulling img-gone" ni_pulling
 "$KL/up" --nodes 2 --quiet >"$WORK/up2.log" 2>&1 || die "up --nodes 2: $(tail -3 "$WORK/up2.log")"
 DELETED_MS=$(($(now_ms) - t))
+! job_completed del || die "job del completed before kl-node-3 was deleted: the test needs a slower pull"
 node_gone() { ! k get node kl-node-3 >/dev/null 2>&1; }
 wait_for 30 "Node kl-node-3 to be gone" node_gone
 wait_for 120 "job del to complete" job_completed del
@@ -296,7 +300,7 @@ ni_gone() { ! k get nodeimages.apps.kruise.io kl-node-3 >/dev/null 2>&1; }
 wait_for 60 "NodeImage kl-node-3 to be deleted with its Node" ni_gone
 expect_status del 2 2
 reload_env
-[ "$(nodes_with "$IMG")" = "localhost kl-node-2" ] || die "img-del is on '$(nodes_with "$IMG")'"
+[ "$(nodes_with "$IMG")" = "localhost kl-node-2" ] || die "img-gone is on '$(nodes_with "$IMG")'"
 step_done "node kl-node-3 deleted while $PULLING_NODE pulled ($(secs "$DELETED_MS")s into the job); job completed $(job_status del); NodeImage kl-node-3 deleted"
 
 say "all passed in $((SECONDS - T0))s"
