@@ -10,7 +10,9 @@
 # daemon DaemonSet on an image of BUILD_DIR's kruise-daemon), runs BUILD_DIR's kruise-manager as a
 # host process (admin kubeconfig, webhooks by URL), then bench/manager/job_latency.py. Deletes
 # what it made afterwards (the registry keeps the repository kruise-bench/jobs: tags only).
-# Environment: JOBS (30), INTERVAL (2 s), KRUISE_BENCH_PORT_BASE (16450: webhook, health,
+# On a several-node kube-local (`up --nodes 3`) every job goes to all nodes: fan-out time, the
+# breakdown per node and NodeImage writes per node and job.
+# Environment: JOBS (30), INTERVAL (2 s), PARALLELISM (the node count), KRUISE_BENCH_PORT_BASE (16450: webhook, health,
 # metrics), KEEP_LOGS=1 (keep the work dir).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
@@ -54,14 +56,16 @@ k wait --for condition=established --timeout=60s crd/nodeimages.apps.kruise.io \
 start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
 timeout 150 "$KUBECTL" -n "$KNS" rollout status ds/kruise-daemon --timeout=140s >/dev/null ||
   die "DaemonSet kruise-daemon did not roll out"
-daemon_pod() {
-  DAEMON_POD=$(daemon_pods "$PUSHED_IMAGE" | awk -v n="$KUBE_LOCAL_NODE_NAME" '$1 == n { print $2 }')
-  [ -n "$DAEMON_POD" ]
+# One Ready agent on every node (kube-local's `up --nodes N`; the jobs go to all of them).
+NODES=${KUBE_LOCAL_NODES:-1}
+agents() {
+  AGENTS=$(daemon_pods "$PUSHED_IMAGE" | awk '{ printf "%s%s=%s", sep, $1, $2; sep = "," }')
+  [ "$(tr ',' '\n' <<<"$AGENTS" | grep -c =)" = "$NODES" ]
 }
-wait_for 60 "a Ready daemon pod" daemon_pod
+wait_for 120 "a Ready daemon pod on each of the $NODES node(s)" agents
 
-say "measuring: ${JOBS:-30} jobs, one every ${INTERVAL:-2} s, bare pulls interleaved"
+say "measuring: ${JOBS:-30} jobs over $NODES node(s), one every ${INTERVAL:-2} s, bare pulls interleaved"
 python3 "$ROOT/bench/manager/job_latency.py" --registry "$KUBE_LOCAL_REGISTRY" \
-  --namespace "$NS" --node "$KUBE_LOCAL_NODE_NAME" --jobs "${JOBS:-30}" --interval "${INTERVAL:-2}" \
-  --bare-pull "$BUILD/bench/manager/bare-cri-pull" --cri-socket "$KUBE_LOCAL_CRI_SOCKET" \
-  --daemon-log-cmd "timeout 60 $KUBECTL -n $KNS logs $DAEMON_POD"
+  --namespace "$NS" --nodes "$AGENTS" --jobs "${JOBS:-30}" --interval "${INTERVAL:-2}" \
+  ${PARALLELISM:+--parallelism "$PARALLELISM"} --kubectl "$KUBECTL" \
+  --bare-pull "$BUILD/bench/manager/bare-cri-pull" --cri-socket "$KUBE_LOCAL_CRI_SOCKET"

@@ -200,6 +200,7 @@ cleanup() {
   until daemon_pods_stopped || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
   say "cleanup: DaemonSet and RBAC deleted ($((SECONDS - t0))s)"
   remove_slow_image
+  declare -F drop_outage_leases >/dev/null && drop_outage_leases
   remove_repo_images "$OUTAGE_REPO"
   rm -rf "$WORK"
   say "cleanup done in $((SECONDS - t0))s"
@@ -670,6 +671,9 @@ for i in 1 2 3; do
     "docker://$REG/$OUTAGE_REPO/img-$i:1" || die "pushing $OUTAGE_REPO/img-$i:1"
 done
 remove_repo_images "$OUTAGE_REPO"
+# The pulls containerd was running when killed keep their leases (24 h): they would hold these
+# images' layers after the images are removed, and the next run's pulls would not be cold.
+LEASES_BEFORE=$("${CTR[@]}" leases ls -q 2>/dev/null)
 stop_pid "${PIDS[-1]}" # step 6's proxy (1 MiB/s): the same port, slower
 "$ROOT/test/e2e/daemon/throttle_proxy.py" --listen "$PROXY" --upstream "http://$REG" \
   --rate $((384 << 10)) --log "$WORK/proxy-6b.log" >"$WORK/proxy-6b.out" 2>&1 &
@@ -707,6 +711,13 @@ kill -9 "$CONTAINERD_PID" || die "kill -9 containerd ($CONTAINERD_PID)"
 T_KILL=$(now_ms)
 CONTAINERD_KILLED=1
 say "killed containerd $(secs $((T_KILL - t)))s after creating the jobs (tags: $pulling_at_kill; blobs fetched completely: $(blob_gets))"
+drop_outage_leases() { # the leases made since the step began: only the killed pulls' are left
+  local id
+  [ -n "${LEASES_BEFORE+x}" ] || return 0
+  for id in $("${CTR[@]}" leases ls -q 2>/dev/null); do
+    grep -qxF "$id" <<<"$LEASES_BEFORE" || "${CTR[@]}" leases delete "$id" >/dev/null 2>&1
+  done
+}
 runtime_wait_reported() {
   ni_json && jq -e --arg r "$PROXY/$OUTAGE_REPO/" '[.status.imageStatuses | to_entries[]
     | select(.key | startswith($r)) | .value.tags[]? | .message // ""
@@ -734,6 +745,7 @@ for i in 1 2 3; do
     die "deleting pull-out-$i"
 done
 for i in 1 2 3; do wait_for 30 "job pull-out-$i to be gone" job_gone "pull-out-$i"; done
+drop_outage_leases
 remove_repo_images "$OUTAGE_REPO"
 step_done "containerd killed with the three tags $pulling_at_kill; the wait for the runtime reported after $(secs "$REPORT_MS")s, containerd back after $(secs "$RESTART_MS")s, all three jobs succeeded (backoffLimit 0, failed 0) $(secs "$DONE_MS")s after the kill ($(blob_gets) blob GETs)"
 
