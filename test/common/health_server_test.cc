@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "test/fakes/temp_dir.h"
 #include "httplib.h"
 
 namespace kruise {
@@ -98,23 +99,10 @@ TEST(HealthServer, BoundAddressBeforeStartIsEmpty) {
   EXPECT_EQ(server.bound_address(), "");
 }
 
-// A directory under $TMPDIR (or /tmp), removed with its content at the end of the test.
-class ScratchDir {
+// A directory under $TMPDIR, removed with its content at the end of the test.
+class ScratchDir : public ::kruise::testing::TempDir {
  public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/health-server-test.XXXXXX";
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : TempDir("health-server-test") {}
 };
 
 std::string FileContent(const std::string& path) {

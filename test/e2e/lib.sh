@@ -193,3 +193,12 @@ daemon_pods_stopped() {
   k -n kruise-system delete pods -l control-plane=daemon --grace-period=0 --force >/dev/null 2>&1
   [ -z "$(k -n kruise-system get pods -l control-plane=daemon -o name 2>/dev/null)" ]
 }
+
+# binaries_from_args MANAGER DAEMON: the two binaries a script was given, both executable; sets
+# MANAGER and DAEMON to their absolute paths, or dies with the usage.
+binaries_from_args() {
+  [ -n "${1:-}" ] && [ -x "$1" ] && [ -n "${2:-}" ] && [ -x "$2" ] ||
+    die "usage: $0 KRUISE_MANAGER_BINARY KRUISE_DAEMON_BINARY (got '${1:-}' '${2:-}')"
+  MANAGER=$(readlink -f "$1")
+  DAEMON=$(readlink -f "$2")
+}

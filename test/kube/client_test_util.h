@@ -11,34 +11,11 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "test/fakes/temp_dir.h"
 
 namespace kruise::kube::testutil {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kube-client-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // Writes `content` to path()/name (creating sub-directories) and returns the full path.
-  std::string Write(const std::string& name, const std::string& content) const {
-    std::filesystem::path p = std::filesystem::path(path_) / name;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-    return p.string();
-  }
-
- private:
-  std::string path_;
-};
+using TempDir = ::kruise::testing::TempDir;
 
 // Waits (bounded) for `pred`; false when `limit` passed first.
 template <typename Pred>

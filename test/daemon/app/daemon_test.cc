@@ -18,29 +18,17 @@
 #include "common/health_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/fakes/temp_dir.h"
 
 namespace kruise::daemon {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A directory under $TMPDIR (or /tmp), removed with its content at the end of the test.
-class ScratchDir {
+// A directory under $TMPDIR, removed with its content at the end of the test.
+class ScratchDir : public ::kruise::testing::TempDir {
  public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/daemon-app-test.XXXXXX";
-    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+  ScratchDir() : TempDir("daemon-app-test") {}
 };
 
 // Polls `cond` until it holds or `timeout` passes (a condition with a deadline, not a sleep).

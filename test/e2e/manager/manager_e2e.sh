@@ -55,17 +55,12 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-MANAGER=${1:-}
-DAEMON=${2:-}
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
 
 
-[ -n "$MANAGER" ] && [ -x "$MANAGER" ] && [ -n "$DAEMON" ] && [ -x "$DAEMON" ] ||
-  die "usage: $0 KRUISE_MANAGER_BINARY KRUISE_DAEMON_BINARY (got '${MANAGER}' '${DAEMON}')"
-MANAGER=$(readlink -f "$MANAGER")
-DAEMON=$(readlink -f "$DAEMON")
+binaries_from_args "${1:-}" "${2:-}"
 
 kube_local_preflight jq curl umoci skopeo ctr python3 base64
 
