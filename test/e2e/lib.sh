@@ -89,10 +89,11 @@ remove_repo_images() {
 ACCEPT='Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json'
 # push_image NAME BINARY TAG OUT [BUILD-IMAGE-ARG...]: builds NAME's image from BINARY with
 # scripts/build-image into OUT and pushes it to kube-local's plain registry as kruise-cpp/NAME:TAG;
-# sets PUSHED_IMAGE to its reference by digest.
+# sets PUSHED_IMAGE to its reference by digest, and SANITIZED_BUILD=1 for a sanitizer build.
 push_image() {
   local name=$1 binary=$2 tag=$3 out=$4 digest
   shift 4
+  ldd "$binary" 2>/dev/null | grep -Eq 'lib(t|a)san' && SANITIZED_BUILD=1
   "$ROOT/scripts/build-image" "$name" "$binary" "$@" --tag "$tag" --out "$out" \
     --push "$KUBE_LOCAL_REGISTRY" >"$out.log" 2>&1 || {
     cat "$out.log"
@@ -104,27 +105,46 @@ push_image() {
   PUSHED_IMAGE=$KUBE_LOCAL_REGISTRY/kruise-cpp/$name@$digest
 }
 
-# render_overlay OVERLAY DAEMON_IMAGE OUT OWN: deploy/overlays/OVERLAY without the manager
-# Deployment (tests run managers on the host), the DaemonSet on DAEMON_IMAGE and on this
-# instance's node run dir, to OUT; the same minus CRDs and Namespaces (what a test deletes) to OWN.
+# render_overlay OVERLAY DAEMON_IMAGE OUT OWN [MANAGER_IMAGE]: deploy/overlays/OVERLAY with the
+# DaemonSet on DAEMON_IMAGE and on this instance's node run dir. Without MANAGER_IMAGE: everything
+# but the manager Deployment (tests run managers on the host) to OUT, and the same minus CRDs and
+# Namespaces (what a test deletes) to OWN. With it: only the Deployment, on MANAGER_IMAGE, to OUT
+# and OWN. Sanitizer builds (push_image saw libtsan/libasan) run several times slower and larger:
+# their pods get no resource limits and probes with 10 s timeouts.
 render_overlay() {
   k kustomize "$ROOT/deploy/overlays/$1" >"$3" || die "kustomize failed"
-  python3 - "$3" "$2" "$4" <<'PYEOF' || die "rendering failed"
-import os, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-docs = [d for d in docs if d["kind"] != "Deployment"]
+  SANITIZED=${SANITIZED_BUILD:-} python3 - "$3" "$2" "$4" "${5:-}" <<'PYEOF' || die "rendering failed"
+import os, re, sys, yaml
+out, daemon_image, own_out, manager_image = sys.argv[1:5]
+docs = [d for d in yaml.safe_load_all(open(out)) if d]
+if manager_image:
+    docs = [d for d in docs if d["kind"] == "Deployment"]
+else:
+    docs = [d for d in docs if d["kind"] != "Deployment"]
 for d in docs:
-    if d["kind"] == "DaemonSet":
-        for c in d["spec"]["template"]["spec"]["containers"]:
-            c["image"] = sys.argv[2]
-            c["imagePullPolicy"] = "IfNotPresent"
-        # The overlay names the default instance's node run dir; use this instance's.
-        for v in d["spec"]["template"]["spec"].get("volumes", []):
-            if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
-                v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
-yaml.safe_dump_all(docs, open(sys.argv[1], "w"))
+    if d["kind"] not in ("DaemonSet", "Deployment"):
+        continue
+    pod = d["spec"]["template"]["spec"]
+    for c in pod["containers"]:
+        c["image"] = daemon_image if d["kind"] == "DaemonSet" else manager_image
+        c["imagePullPolicy"] = "IfNotPresent"
+        if os.environ.get("SANITIZED"):
+            c.get("resources", {}).pop("limits", None)
+            for probe in (c.get(k) for k in ("livenessProbe", "readinessProbe", "startupProbe")):
+                if not probe:
+                    continue
+                probe["timeoutSeconds"] = max(probe.get("timeoutSeconds", 1), 10)
+                probe["failureThreshold"] = max(probe.get("failureThreshold", 3), 6)
+                if "exec" in probe:
+                    probe["exec"]["command"] = [re.sub(r"^--timeout-seconds=\d+$", "--timeout-seconds=8", a)
+                                                for a in probe["exec"]["command"]]
+    # The overlay names the default instance's node run dir; use this instance's.
+    for v in pod.get("volumes", []):
+        if v.get("hostPath", {}).get("path") == "/run/kube-local-16400/node":
+            v["hostPath"]["path"] = os.environ["KUBE_LOCAL_NODE_RUN_DIR"]
+yaml.safe_dump_all(docs, open(out, "w"))
 own = [d for d in docs if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
-yaml.safe_dump_all(own, open(sys.argv[3], "w"))
+yaml.safe_dump_all(own, open(own_out, "w"))
 PYEOF
 }
 

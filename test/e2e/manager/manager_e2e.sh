@@ -789,15 +789,7 @@ step_done "manager $SURVIVOR exited 0 in $(secs "$STOP_MS")s, Lease released; po
 step 8 "the manager as the kube-local Deployment (image from scripts/build-image): Ready, leads, admits"
 push_image kruise-manager "$MANAGER" manager-e2e "$WORK/manager-image"
 MDIGEST=${PUSHED_IMAGE##*@}
-k kustomize "$ROOT/deploy/overlays/kube-local" >"$WORK/rendered-all.yaml" || die "kustomize failed"
-python3 - "$WORK/rendered-all.yaml" "$REG/kruise-cpp/kruise-manager@$MDIGEST" "$WORK/deployment.yaml" <<'EOF' || die "rendering the Deployment failed"
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Deployment"]
-for c in docs[0]["spec"]["template"]["spec"]["containers"]:
-    c["image"] = sys.argv[2]
-    c["imagePullPolicy"] = "IfNotPresent"
-yaml.safe_dump_all(docs, open(sys.argv[3], "w"))
-EOF
+render_overlay kube-local "$DAEMON_IMAGE" "$WORK/deployment.yaml" "$WORK/deployment-own.yaml" "$PUSHED_IMAGE"
 DEPLOY=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["metadata"]["name"])' "$WORK/deployment.yaml")
 t=$(now_ms)
 k apply -f "$WORK/deployment.yaml" >/dev/null || die "applying the manager Deployment"

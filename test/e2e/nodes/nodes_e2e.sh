@@ -77,7 +77,9 @@ remove_test_images_everywhere() {
 has_image() { # NODE REF
   local c
   c=$(ctr_of "$1") || return 1
-  $c images ls -q 2>/dev/null | grep -qxF "$2"
+  # Not `ctr | grep -q`: grep quitting at the first match makes ctr die of SIGPIPE, and pipefail
+  # turns a found image into a miss.
+  grep -qxF "$2" <<<"$($c images ls -q 2>/dev/null)"
 }
 nodes_with() { # REF -> the nodes whose containerd holds it, sorted, space separated
   local node out=()
