@@ -91,6 +91,13 @@ cleanup() {
   local rc=$?
   set +e
   local t0=$SECONDS
+  if [ "$rc" != 0 ]; then
+    say "manager log (tail):"
+    tail -n 20 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
+    say "daemon pods:"
+    k -n kruise-system get pods -l control-plane=daemon -o wide 2>&1 | sed 's/^/    /'
+    k -n kruise-system get events --sort-by=.lastTimestamp 2>/dev/null | tail -n 15 | sed 's/^/    /'
+  fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   delete_test_deployment "$WORK" "$NS"
   remove_test_images_everywhere
@@ -99,7 +106,6 @@ cleanup() {
     "$KL/up" --nodes "$NODES_FOUND" --quiet >/dev/null 2>&1 || say "restoring $NODES_FOUND nodes failed"
     say "cleanup: kube-local back to $NODES_FOUND node(s) ($((SECONDS - t0))s)"
   fi
-  [ "$rc" = 0 ] || { say "manager log (tail):"; tail -n 20 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'; }
   rm -rf "$WORK"
   exit "$rc"
 }
