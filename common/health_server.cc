@@ -1,10 +1,7 @@
 #include "common/health_server.h"
 
-#include <fcntl.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "common/url.h"
 #include "httplib.h"
 
@@ -175,24 +173,6 @@ std::string HealthServer::bound_address() const {
 
 namespace {
 
-// Closes the temporary address file's descriptor on every path out of WriteAddressFile.
-class AddressFileFd {
- public:
-  explicit AddressFileFd(int fd) : fd_(fd) {}
-  ~AddressFileFd() { Close(); }
-  AddressFileFd(const AddressFileFd&) = delete;
-  AddressFileFd& operator=(const AddressFileFd&) = delete;
-  int get() const { return fd_; }
-  int Close() {
-    int rc = fd_ >= 0 ? close(fd_) : 0;
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 // cpp-httplib's client errors in words ("Connection" alone says little in a probe's output).
 std::string ProbeErrorText(httplib::Error error, absl::Duration timeout) {
   switch (error) {
@@ -224,38 +204,8 @@ absl::Status WriteAddressFile(const std::string& path, absl::string_view address
     std::filesystem::create_directories(target.parent_path(), ec);
     if (ec) return AddressFileError(ec.value(), "creating the directory of", path);
   }
-  std::string tmp = path + ".XXXXXX";
-  AddressFileFd fd(mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) return AddressFileError(errno, "creating a temporary file for", path);
-  bool renamed = false;
-  auto remove_tmp = [&] {
-    if (!renamed) unlink(tmp.c_str());
-  };
-  std::string line = absl::StrCat(address, "\n");
-  size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = write(fd.get(), line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      remove_tmp();
-      return AddressFileError(error, "writing", tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  // mkostemp creates 0600; the address is no secret and probes may run as another user.
-  if (fchmod(fd.get(), 0644) != 0 || fd.Close() != 0) {
-    int error = errno;
-    remove_tmp();
-    return AddressFileError(error, "writing", tmp);
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    remove_tmp();
-    return AddressFileError(error, "renaming a temporary file to", path);
-  }
-  renamed = true;
-  return absl::OkStatus();
+  // The address is no secret and probes may run as another user: 0644.
+  return Annotate(tls::WriteFileAtomic(path, absl::StrCat(address, "\n"), 0644), "address file");
 }
 
 absl::StatusOr<std::string> ReadAddressFile(const std::string& path) {

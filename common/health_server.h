@@ -98,9 +98,8 @@ class HealthServer {
 
 // The address file: a server's bound address as one line "host:port\n".
 // WriteAddressFile creates the parent directory when missing and replaces the file atomically (a
-// temporary file in the same directory, renamed over it), so a reader sees the previous content or
-// the new one, never a partial line. Errors: the failing system call's errno as a status, with the
-// path.
+// temporary file in the same directory, renamed over it: tls::WriteFileAtomic), so a
+// reader sees the previous content or the new one, never a partial line. Errors name the path.
 absl::Status WriteAddressFile(const std::string& path, absl::string_view address);
 // The address in the file, surrounding whitespace removed. Errors: kNotFound when the file does not
 // exist, kInvalidArgument when it is empty, the errno's status for other read failures.
