@@ -23,6 +23,7 @@ import argparse
 import datetime
 import http.client
 import json
+import os
 import re
 import ssl
 import statistics
@@ -39,7 +40,6 @@ ACCEPT = ("application/vnd.oci.image.manifest.v1+json, "
 
 class Api:
     def __init__(self):
-        import os
         u = urllib.parse.urlsplit(os.environ["KUBE_LOCAL_APISERVER"])
         self.host, self.port = u.hostname, u.port
         self.token = os.environ["KUBE_LOCAL_TOKEN"]
@@ -161,7 +161,7 @@ def main():
                   job_tags + bare_tags)
     image = f"{a.registry}/{a.repo}"
 
-    lock = threading.Lock()
+    lock = threading.Condition()  # guards the maps below; notified on every watch event
     tag_seen, tag_done, job_done = {}, {}, {}  # (tag, node) / job name -> arrival
     last = {}  # node -> (spec, status) of its NodeImage's previous event
     writes = []  # (arrival, node, "spec" | "status") for every change the watch showed
@@ -186,11 +186,13 @@ def main():
             for t in st.get("tags") or []:
                 if t.get("phase") == "Succeeded":
                     tag_done.setdefault((t.get("tag"), node), now)
+            lock.notify_all()
 
     def on_job(now, typ, obj):
         if (obj.get("status") or {}).get("succeeded", 0) >= 1:
             with lock:
                 job_done.setdefault(obj["metadata"]["name"], now)
+                lock.notify_all()
 
     watchers = [
         threading.Thread(target=api.watch, daemon=True, args=(
@@ -209,13 +211,8 @@ def main():
         return float(out.split()[-1]) / 1000
 
     def wait(cond, seconds):
-        deadline = time.time() + seconds
-        while time.time() < deadline:
-            with lock:
-                if cond():
-                    return True
-            time.sleep(0.005)
-        return False
+        with lock:
+            return lock.wait_for(cond, timeout=seconds)
 
     created = {}
 
