@@ -15,6 +15,7 @@
 #include "kube/manager.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "manager/cloneset/cloneset_admission.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
@@ -105,6 +106,35 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
        {"/validate-apps-kruise-io-nodeimage", "/validate-apps-kruise-io-v1alpha1-nodeimage",
         "/validate-apps-kruise-io-v1beta1-nodeimage"}) {
     registry->Register(p, validate_node_image, daemon);
+  }
+  // CloneSet: OpenKruise's defaults and checks (manager/cloneset/cloneset_admission.h). Always
+  // registered (OpenKruise has no gate for it); the v1alpha1 path is the one deploy/ uses, the
+  // versionless one is OpenKruise master's.
+  auto mutate_cloneset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+        const bool template_defaults = cloneset::ShouldInjectTemplateDefaults(
+            req.object, req.operation == "UPDATE" ? &req.old_object : nullptr);
+        return webhook::PatchResponse(req.object,
+                                      cloneset::DefaultCloneSet(req.object, template_defaults));
+      });
+  auto validate_cloneset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        const bool update = req.operation == "UPDATE" && req.old_object.is_object();
+        absl::Status st =
+            cloneset::ValidateCloneSet(req.object, update ? &req.old_object : nullptr);
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
+        return webhook::Allowed();
+      });
+  for (const char* p :
+       {"/mutate-apps-kruise-io-v1alpha1-cloneset", "/mutate-apps-kruise-io-cloneset"}) {
+    registry->Register(p, mutate_cloneset);
+  }
+  for (const char* p :
+       {"/validate-apps-kruise-io-v1alpha1-cloneset", "/validate-apps-kruise-io-cloneset"}) {
+    registry->Register(p, validate_cloneset);
   }
 }
 
