@@ -56,12 +56,23 @@ def env_of(container):
 
 # --- CRDs ---------------------------------------------------------------------------------------
 
+BOTH = ["v1alpha1", "v1beta1"]
+# name: (scope, served versions, storage version, printer columns, shortNames)
 EXPECTED_CRDS = {
-    "nodeimages.apps.kruise.io": ("Cluster", "v1beta1", ["DESIRED", "PULLING", "SUCCEED", "FAILED", "AGE"], []),
-    "imagepulljobs.apps.kruise.io": ("Namespaced", "v1beta1",
+    "nodeimages.apps.kruise.io": ("Cluster", BOTH, "v1beta1", ["DESIRED", "PULLING", "SUCCEED", "FAILED", "AGE"],
+                                  []),
+    "imagepulljobs.apps.kruise.io": ("Namespaced", BOTH, "v1beta1",
                                      ["TOTAL", "ACTIVE", "SUCCEED", "FAILED", "AGE", "MESSAGE"], []),
-    "containerrecreaterequests.apps.kruise.io": ("Namespaced", "v1alpha1", ["PHASE", "POD", "NODE", "AGE"],
+    "containerrecreaterequests.apps.kruise.io": ("Namespaced", BOTH, "v1alpha1", ["PHASE", "POD", "NODE", "AGE"],
                                                  ["crr"]),
+    "clonesets.apps.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
+                                 ["DESIRED", "UPDATED", "UPDATED_READY", "UPDATED_AVAILABLE", "READY", "TOTAL",
+                                  "AGE", "CONTAINERS", "IMAGES", "SELECTOR"], ["clone"]),
+}
+# CRDs with a scale subresource (kubectl scale, HPA): its paths.
+EXPECTED_SCALE = {
+    "clonesets.apps.kruise.io": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                                 "labelSelectorPath": ".status.labelSelector"},
 }
 
 
@@ -80,7 +91,7 @@ def walk_schema(node, path, name):
 
 
 def check_crds(objs, where):
-    for name, (scope, storage, columns, short) in EXPECTED_CRDS.items():
+    for name, (scope, served, storage, columns, short) in EXPECTED_CRDS.items():
         crd = get(objs, "CustomResourceDefinition", name)
         if not check(crd is not None, f"{where}: CRD {name} missing"):
             continue
@@ -90,7 +101,7 @@ def check_crds(objs, where):
         check(spec.get("conversion", {}).get("strategy") == "None", f"{name}: conversion is not None")
         check(spec["names"].get("shortNames", []) == short, f"{name}: shortNames")
         versions = spec["versions"]
-        check([v["name"] for v in versions] == ["v1alpha1", "v1beta1"], f"{name}: versions")
+        check([v["name"] for v in versions] == served, f"{name}: versions")
         check([v["name"] for v in versions if v["storage"]] == [storage], f"{name}: storage version")
         check(all(v["served"] for v in versions), f"{name}: a version is not served")
         schemas = [v["schema"]["openAPIV3Schema"] for v in versions]
@@ -98,6 +109,8 @@ def check_crds(objs, where):
         check(all(s == schemas[0] for s in schemas), f"{name}: versions have different schemas")
         for v in versions:
             check(v.get("subresources", {}).get("status") == {}, f"{name}/{v['name']}: no status subresource")
+            check(v.get("subresources", {}).get("scale") == EXPECTED_SCALE.get(name),
+                  f"{name}/{v['name']}: scale subresource {v.get('subresources', {}).get('scale')}")
             cols = [c["name"] for c in v.get("additionalPrinterColumns", [])]
             check(cols == columns, f"{name}/{v['name']}: printer columns {cols} != {columns}")
             walk_schema(v["schema"]["openAPIV3Schema"], "", f"{name}/{v['name']}")
@@ -110,9 +123,11 @@ WEBHOOK_PATHS = {
     "mimagepulljob.kb.io": "/mutate-apps-kruise-io-imagepulljob",
     "mcontainerrecreaterequest.kb.io": "/mutate-apps-kruise-io-containerrecreaterequest",
     "mnodeimage.kb.io": "/mutate-apps-kruise-io-nodeimage",
+    "mcloneset.kb.io": "/mutate-apps-kruise-io-v1alpha1-cloneset",
     "vimagepulljob.kb.io": "/validate-apps-kruise-io-imagepulljob",
     "vcontainerrecreaterequest.kb.io": "/validate-apps-kruise-io-containerrecreaterequest",
     "vnodeimage.kb.io": "/validate-apps-kruise-io-nodeimage",
+    "vcloneset.kb.io": "/validate-apps-kruise-io-v1alpha1-cloneset",
 }
 
 

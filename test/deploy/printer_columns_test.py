@@ -24,6 +24,19 @@ OPENKRUISE = {
         ("FAILED", ".status.failed", "integer", 0),
         ("AGE", ".metadata.creationTimestamp", "date", 0),
     ],
+    # OpenKruise 1.5+ (with status.updatedAvailableReplicas).
+    "clonesets.apps.kruise.io": [
+        ("DESIRED", ".spec.replicas", "integer", 0),
+        ("UPDATED", ".status.updatedReplicas", "integer", 0),
+        ("UPDATED_READY", ".status.updatedReadyReplicas", "integer", 0),
+        ("UPDATED_AVAILABLE", ".status.updatedAvailableReplicas", "integer", 0),
+        ("READY", ".status.readyReplicas", "integer", 0),
+        ("TOTAL", ".status.replicas", "integer", 0),
+        ("AGE", ".metadata.creationTimestamp", "date", 0),
+        ("CONTAINERS", ".spec.template.spec.containers[*].name", "string", 1),
+        ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
+        ("SELECTOR", ".status.labelSelector", "string", 1),
+    ],
     "containerrecreaterequests.apps.kruise.io": [
         ("PHASE", ".status.phase", "string", 0),
         ("POD", ".spec.podName", "string", 0),
