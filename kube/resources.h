@@ -14,6 +14,14 @@ inline Resource Namespaces() { return {"", "v1", "namespaces", "Namespace", fals
 inline Resource Secrets() { return {"", "v1", "secrets", "Secret", true}; }
 inline Resource Events() { return {"", "v1", "events", "Event", true}; }
 inline Resource ConfigMaps() { return {"", "v1", "configmaps", "ConfigMap", true}; }
+inline Resource PersistentVolumeClaims() {
+  return {"", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true};
+}
+
+// apps/v1
+inline Resource ControllerRevisions() {
+  return {"apps", "v1", "controllerrevisions", "ControllerRevision", true};
+}
 
 // coordination.k8s.io/v1
 inline Resource Leases() { return {"coordination.k8s.io", "v1", "leases", "Lease", true}; }
@@ -46,6 +54,7 @@ inline Resource NodeImagesV1beta1() {
 inline Resource ImagePullJobs() {
   return {kKruiseGroup, "v1alpha1", "imagepulljobs", "ImagePullJob", true};
 }
+inline Resource CloneSets() { return {kKruiseGroup, "v1alpha1", "clonesets", "CloneSet", true}; }
 inline Resource ContainerRecreateRequests() {
   return {kKruiseGroup, "v1alpha1", "containerrecreaterequests", "ContainerRecreateRequest", true};
 }

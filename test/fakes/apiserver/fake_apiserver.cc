@@ -513,6 +513,7 @@ void FakeApiServer::Impl::RegisterBuiltins() {
       {"apps", "v1", "replicasets", "ReplicaSet", true, true},
       {"apps", "v1", "statefulsets", "StatefulSet", true, true},
       {"apps", "v1", "daemonsets", "DaemonSet", true, true},
+      {"apps", "v1", "controllerrevisions", "ControllerRevision", true, false},
       {"apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false,
        true},
       {"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",

@@ -1,0 +1,650 @@
+#include "manager/cloneset/cloneset_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kube/object.h"
+#include "manager/cloneset/cloneset_api.h"
+#include "manager/inplace/inplace_update.h"
+
+namespace kruise::manager::cloneset {
+namespace {
+
+const Json& PlanMember(const Json& j, const char* key) {
+  static const Json kNull;
+  const Json* f = kube::Field(j, key);
+  return f != nullptr ? *f : kNull;
+}
+
+absl::Status WrongType(const std::string& field, const char* want) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": must be ", want));
+}
+
+absl::StatusOr<std::optional<LifecycleHook>> ParseHook(const Json& lifecycle, const char* name) {
+  const Json& h = PlanMember(lifecycle, name);
+  if (h.is_null()) return std::optional<LifecycleHook>();
+  const std::string field = absl::StrCat("spec.lifecycle.", name);
+  if (!h.is_object()) return WrongType(field, "an object");
+  LifecycleHook hook;
+  const Json& labels = PlanMember(h, "labelsHandler");
+  if (!labels.is_null()) {
+    if (!labels.is_object()) return WrongType(field + ".labelsHandler", "a map of strings");
+    for (const auto& [k, v] : labels.items()) {
+      if (!v.is_string()) return WrongType(field + ".labelsHandler", "a map of strings");
+      hook.labels_handler[k] = v.get<std::string>();
+    }
+  }
+  const Json& finalizers = PlanMember(h, "finalizersHandler");
+  if (!finalizers.is_null()) {
+    if (!finalizers.is_array()) return WrongType(field + ".finalizersHandler", "a list of strings");
+    for (const Json& f : finalizers) {
+      if (!f.is_string()) return WrongType(field + ".finalizersHandler", "a list of strings");
+      hook.finalizers_handler.push_back(f.get<std::string>());
+    }
+  }
+  const Json& mark = PlanMember(h, "markPodNotReady");
+  if (!mark.is_null()) {
+    if (!mark.is_boolean()) return WrongType(field + ".markPodNotReady", "a boolean");
+    hook.mark_pod_not_ready = mark.get<bool>();
+  }
+  return std::optional<LifecycleHook>(std::move(hook));
+}
+
+absl::StatusOr<int64_t> OptionalInt(const Json& obj, const char* key, int64_t def,
+                                    const std::string& field) {
+  const Json& v = PlanMember(obj, key);
+  if (v.is_null()) return def;
+  if (!v.is_number_integer()) return WrongType(field, "an integer");
+  return v.get<int64_t>();
+}
+
+bool IsIntOrPercent(const Json& v) { return v.is_number_integer() || v.is_string(); }
+
+// Kubernetes' ActivePods order (pods to get rid of first), with deletion cost and rank when
+// `with_cost_and_rank` (ActivePodsWithRanks).
+int PhaseOrdinal(const std::string& phase) {
+  if (phase == "Running") return 2;
+  if (phase == "Unknown") return 1;
+  return 0;  // Pending and anything else
+}
+
+bool ActiveLess(const PodView& a, const PodView& b, int rank_a, int rank_b,
+                bool with_cost_and_rank) {
+  if (a.scheduled != b.scheduled) return !a.scheduled;
+  if (PhaseOrdinal(a.phase) != PhaseOrdinal(b.phase)) {
+    return PhaseOrdinal(a.phase) < PhaseOrdinal(b.phase);
+  }
+  if (a.ready != b.ready) return !a.ready;
+  if (with_cost_and_rank) {
+    if (a.deletion_cost != b.deletion_cost) return a.deletion_cost < b.deletion_cost;
+    if (rank_a != rank_b) return rank_a > rank_b;
+  }
+  if (a.ready && b.ready && a.ready_since != b.ready_since) return a.ready_since > b.ready_since;
+  if (a.restarts != b.restarts) return a.restarts > b.restarts;
+  if (a.created != b.created) return a.created > b.created;
+  return a.name < b.name;  // deterministic
+}
+
+bool ConditionTrue(const Json& pod, const char* type, bool* present = nullptr,
+                   absl::Time* since = nullptr) {
+  const Json* conds = kube::FindPath(pod, {"status", "conditions"});
+  if (present != nullptr) *present = false;
+  if (conds == nullptr || !conds->is_array()) return false;
+  for (const Json& c : *conds) {
+    if (!c.is_object() || c.value("type", "") != type) continue;
+    if (present != nullptr) *present = true;
+    if (since != nullptr) {
+      auto t = kube::ParseRfc3339(c.value("lastTransitionTime", ""));
+      if (t.ok()) *since = *t;
+    }
+    return c.value("status", "") == "True";
+  }
+  return false;
+}
+
+// The int value an orderPriority key gives a pod: the label parsed as an integer, or the digits
+// it ends with ("pod-12" -> 12); none: lowest.
+int64_t OrderValue(const std::map<std::string, std::string>& labels, const std::string& key) {
+  auto it = labels.find(key);
+  if (it == labels.end()) return INT64_MIN;
+  int64_t v = 0;
+  if (absl::SimpleAtoi(it->second, &v)) return v;
+  size_t start = it->second.size();
+  while (start > 0 && std::isdigit(static_cast<unsigned char>(it->second[start - 1]))) --start;
+  if (start < it->second.size() && absl::SimpleAtoi(it->second.substr(start), &v)) return v;
+  return INT64_MIN;
+}
+
+void ApplyPriority(const Json& priority, const std::vector<PodView>& pods,
+                   std::vector<size_t>* order) {
+  if (!priority.is_object()) return;
+  const Json& weights = PlanMember(priority, "weightPriority");
+  const Json& orders = PlanMember(priority, "orderPriority");
+  if (weights.is_array() && !weights.empty()) {
+    std::vector<std::pair<int64_t, kube::LabelSelector>> terms;
+    for (const Json& w : weights) {
+      auto sel = kube::LabelSelector::FromJson(PlanMember(w, "matchSelector"));
+      if (!sel.ok()) continue;
+      terms.emplace_back(kube::IntField(w, "weight", 0), *std::move(sel));
+    }
+    auto weight = [&](size_t i) {
+      int64_t sum = 0;
+      for (const auto& [w, sel] : terms) {
+        if (sel.Matches(pods[i].labels)) sum += w;
+      }
+      return sum;
+    };
+    std::stable_sort(order->begin(), order->end(),
+                     [&](size_t a, size_t b) { return weight(a) > weight(b); });
+  } else if (orders.is_array() && !orders.empty()) {
+    std::vector<std::string> keys;
+    for (const Json& o : orders) keys.push_back(o.value("orderedKey", ""));
+    std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) {
+      for (const std::string& k : keys) {
+        int64_t va = OrderValue(pods[a].labels, k), vb = OrderValue(pods[b].labels, k);
+        if (va != vb) return va > vb;
+      }
+      return false;
+    });
+  }
+}
+
+// scatterStrategy: for each {key, value} term, the pods having that label are spread evenly over
+// the order instead of coming one after another.
+void ApplyScatter(const Json& scatter, const std::vector<PodView>& pods,
+                  std::vector<size_t>* order) {
+  if (!scatter.is_array()) return;
+  for (const Json& term : scatter) {
+    const std::string key = term.value("key", ""), value = term.value("value", "");
+    std::vector<size_t> hit, rest;
+    for (size_t i : *order) {
+      auto it = pods[i].labels.find(key);
+      (it != pods[i].labels.end() && it->second == value ? hit : rest).push_back(i);
+    }
+    if (hit.size() < 2 || rest.empty()) continue;
+    // Place hit pod k at position round((k + 0.5) * n / hits) of the n slots.
+    const size_t n = order->size();
+    std::vector<size_t> out;
+    out.reserve(n);
+    size_t h = 0, r = 0;
+    for (size_t pos = 0; pos < n; ++pos) {
+      bool take_hit = h < hit.size() && (r >= rest.size() || 2 * pos * hit.size() >= (2 * h + 1) * n);
+      out.push_back(take_hit ? hit[h++] : rest[r++]);
+    }
+    *order = std::move(out);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<CloneSetSpec> ParseCloneSetSpec(const Json& cloneset) {
+  CloneSetSpec s;
+  const Json& spec = PlanMember(cloneset, "spec");
+  if (!spec.is_object()) return WrongType("spec", "an object");
+  auto replicas = OptionalInt(spec, "replicas", 1, "spec.replicas");
+  if (!replicas.ok()) return replicas.status();
+  if (*replicas < 0 || *replicas > INT32_MAX) {
+    return absl::InvalidArgumentError("spec.replicas: must be between 0 and 2147483647");
+  }
+  s.replicas = static_cast<int>(*replicas);
+
+  const Json& us = PlanMember(spec, "updateStrategy");
+  if (!us.is_null() && !us.is_object()) return WrongType("spec.updateStrategy", "an object");
+  if (const Json& t = PlanMember(us, "type"); !t.is_null()) {
+    if (!t.is_string()) return WrongType("spec.updateStrategy.type", "a string");
+    s.update_type = t.get<std::string>();
+  }
+  for (auto [key, target] : {std::pair<const char*, Json*>{"partition", &s.partition},
+                             {"maxUnavailable", &s.max_unavailable},
+                             {"maxSurge", &s.max_surge}}) {
+    const Json& v = PlanMember(us, key);
+    if (v.is_null()) continue;
+    if (!IsIntOrPercent(v)) {
+      return WrongType(absl::StrCat("spec.updateStrategy.", key), "an integer or a percent");
+    }
+    *target = v;
+  }
+  if (const Json& p = PlanMember(us, "paused"); !p.is_null()) {
+    if (!p.is_boolean()) return WrongType("spec.updateStrategy.paused", "a boolean");
+    s.paused = p.get<bool>();
+  }
+  auto grace = OptionalInt(PlanMember(us, "inPlaceUpdateStrategy"), "gracePeriodSeconds", 0,
+                           "spec.updateStrategy.inPlaceUpdateStrategy.gracePeriodSeconds");
+  if (!grace.ok()) return grace.status();
+  s.grace_period_seconds = std::max<int64_t>(*grace, 0);
+  s.priority_strategy = PlanMember(us, "priorityStrategy");
+  s.scatter_strategy = PlanMember(us, "scatterStrategy");
+
+  const Json& ss = PlanMember(spec, "scaleStrategy");
+  if (const Json& m = PlanMember(ss, "maxUnavailable"); !m.is_null()) {
+    if (!IsIntOrPercent(m)) {
+      return WrongType("spec.scaleStrategy.maxUnavailable", "an integer or a percent");
+    }
+    s.scale_max_unavailable = m;
+  }
+  if (const Json& d = PlanMember(ss, "podsToDelete"); !d.is_null()) {
+    if (!d.is_array()) return WrongType("spec.scaleStrategy.podsToDelete", "a list of names");
+    for (const Json& n : d) {
+      if (!n.is_string()) return WrongType("spec.scaleStrategy.podsToDelete", "a list of names");
+      s.pods_to_delete.push_back(n.get<std::string>());
+    }
+  }
+  auto min_ready = OptionalInt(spec, "minReadySeconds", 0, "spec.minReadySeconds");
+  if (!min_ready.ok()) return min_ready.status();
+  s.min_ready_seconds = static_cast<int>(std::clamp<int64_t>(*min_ready, 0, INT32_MAX));
+  auto history = OptionalInt(spec, "revisionHistoryLimit", 10, "spec.revisionHistoryLimit");
+  if (!history.ok()) return history.status();
+  s.revision_history_limit = static_cast<int>(std::clamp<int64_t>(*history, 0, INT32_MAX));
+
+  const Json& lifecycle = PlanMember(spec, "lifecycle");
+  if (!lifecycle.is_null() && !lifecycle.is_object()) {
+    return WrongType("spec.lifecycle", "an object");
+  }
+  auto pre_delete = ParseHook(lifecycle, "preDelete");
+  if (!pre_delete.ok()) return pre_delete.status();
+  auto in_place = ParseHook(lifecycle, "inPlaceUpdate");
+  if (!in_place.ok()) return in_place.status();
+  auto pre_normal = ParseHook(lifecycle, "preNormal");
+  if (!pre_normal.ok()) return pre_normal.status();
+  s.pre_delete = *std::move(pre_delete);
+  s.in_place_update = *std::move(in_place);
+  s.pre_normal = *std::move(pre_normal);
+  return s;
+}
+
+absl::StatusOr<ScaledNumbers> ScaleNumbers(const CloneSetSpec& spec) {
+  ScaledNumbers n;
+  const int replicas = spec.replicas;
+  auto partition = kube::GetScaledValueFromIntOrPercent(spec.partition, replicas, true);
+  if (!partition.ok()) return Annotate(partition.status(), "spec.updateStrategy.partition");
+  n.partition = *partition;
+  if (spec.partition.is_string() && replicas > 1 && n.partition >= replicas) {
+    int pct = 0;
+    std::string text = spec.partition.get<std::string>();
+    if (absl::SimpleAtoi(text.substr(0, text.size() - 1), &pct) && pct < 100) {
+      n.partition = replicas - 1;  // a percent below 100% leaves a pod to update
+    }
+  }
+  n.partition = std::clamp(n.partition, 0, replicas);
+  auto surge = kube::GetScaledValueFromIntOrPercent(spec.max_surge, replicas, true);
+  if (!surge.ok()) return Annotate(surge.status(), "spec.updateStrategy.maxSurge");
+  n.max_surge = spec.paused ? 0 : std::max(*surge, 0);
+  auto unavailable =
+      kube::GetScaledValueFromIntOrPercent(spec.max_unavailable, replicas, n.max_surge == 0);
+  if (!unavailable.ok()) {
+    return Annotate(unavailable.status(), "spec.updateStrategy.maxUnavailable");
+  }
+  n.max_unavailable = std::max(*unavailable, 0);
+  if (spec.scale_max_unavailable.is_null()) {
+    n.scale_max_unavailable = INT_MAX;
+  } else {
+    auto scale = kube::GetScaledValueFromIntOrPercent(spec.scale_max_unavailable, replicas, true);
+    if (!scale.ok()) return Annotate(scale.status(), "spec.scaleStrategy.maxUnavailable");
+    n.scale_max_unavailable = std::max(*scale, 0);
+  }
+  return n;
+}
+
+PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& update_revision,
+                absl::Time now) {
+  PodView v;
+  v.name = kube::Name(pod);
+  v.labels = kube::Labels(pod);
+  v.finalizers = kube::Finalizers(pod);
+  auto label = [&](const char* key) {
+    auto it = v.labels.find(key);
+    return it == v.labels.end() ? std::string() : it->second;
+  };
+  v.instance_id = label(kInstanceIdLabel);
+  v.revision = label("controller-revision-hash");
+  v.updated = !update_revision.empty() && v.revision == update_revision;
+  v.lifecycle_state = label(kLifecycleStateLabel);
+  v.specified_delete =
+      v.labels.count(kSpecifiedDeleteLabel) > 0 ||
+      std::find(spec.pods_to_delete.begin(), spec.pods_to_delete.end(), v.name) !=
+          spec.pods_to_delete.end();
+  v.node = kube::GetString(pod, {"spec", "nodeName"}).value_or("");
+  v.scheduled = !v.node.empty();
+  v.phase = kube::GetString(pod, {"status", "phase"}).value_or("");
+  absl::Time since = absl::InfinitePast();
+  v.ready = ConditionTrue(pod, "Ready", nullptr, &since);
+  if (v.ready) v.ready_since = since;
+  bool gate_present = false;
+  bool in_place_ready = ConditionTrue(pod, inplace::kInPlaceUpdateReadyCondition, &gate_present);
+  v.update_ready = v.ready && (!gate_present || in_place_ready);
+  v.ready_long_enough =
+      v.update_ready && (spec.min_ready_seconds == 0 ||
+                         (v.ready_since != absl::InfinitePast() &&
+                          v.ready_since + absl::Seconds(spec.min_ready_seconds) <= now));
+  v.available = v.ready_long_enough &&
+                (v.lifecycle_state.empty() || v.lifecycle_state == kStateNormal);
+  v.in_place_grace = kube::Annotation(pod, inplace::kInPlaceUpdateGraceAnnotation).has_value();
+  v.created = kube::CreationTimestamp(pod).value_or(absl::InfinitePast());
+  if (const Json* statuses = kube::FindPath(pod, {"status", "containerStatuses"});
+      statuses != nullptr && statuses->is_array()) {
+    for (const Json& c : *statuses) v.restarts += static_cast<int>(kube::IntField(c, "restartCount", 0));
+  }
+  if (auto cost = kube::Annotation(pod, kPodDeletionCostAnnotation); cost.has_value()) {
+    int64_t c = 0;
+    if (absl::SimpleAtoi(*cost, &c)) v.deletion_cost = c;
+  }
+  return v;
+}
+
+bool IsPodHooked(const std::optional<LifecycleHook>& hook, const PodView& pod) {
+  if (!hook.has_value()) return false;
+  for (const auto& [k, want] : hook->labels_handler) {
+    auto it = pod.labels.find(k);
+    if (it != pod.labels.end() && it->second == want) return true;
+  }
+  for (const std::string& f : hook->finalizers_handler) {
+    if (std::find(pod.finalizers.begin(), pod.finalizers.end(), f) != pod.finalizers.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool IsPodAllHooked(const std::optional<LifecycleHook>& hook, const PodView& pod) {
+  if (!hook.has_value()) return false;
+  for (const auto& [k, want] : hook->labels_handler) {
+    auto it = pod.labels.find(k);
+    if (it == pod.labels.end() || it->second != want) return false;
+  }
+  for (const std::string& f : hook->finalizers_handler) {
+    if (std::find(pod.finalizers.begin(), pod.finalizers.end(), f) == pod.finalizers.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Diffs CalculateDiffs(const CloneSetSpec& spec, const ScaledNumbers& n,
+                     const std::vector<PodView>& pods) {
+  Diffs res;
+  const int replicas = spec.replicas;
+  int new_count = 0, new_active = 0, old_count = 0, old_active = 0;
+  int new_unavailable = 0, old_unavailable = 0, new_to_delete = 0, old_to_delete = 0;
+  int new_pre_deleting = 0, old_pre_deleting = 0;
+  for (const PodView& p : pods) {
+    int& count = p.updated ? new_count : old_count;
+    ++count;
+    if (p.lifecycle_state == kStatePreparingDelete) {
+      ++(p.updated ? new_pre_deleting : old_pre_deleting);
+      continue;
+    }
+    ++(p.updated ? new_active : old_active);
+    if (p.specified_delete) {
+      ++(p.updated ? new_to_delete : old_to_delete);
+    } else if (!p.available) {
+      ++(p.updated ? new_unavailable : old_unavailable);
+    }
+  }
+  // Without partition rollback pods only move to the update revision.
+  const int update_old_diff = std::max(old_active - n.partition, 0);
+  const int update_new_diff = std::min(new_active - (replicas - n.partition), 0);
+  const int total_unavailable =
+      new_pre_deleting + old_pre_deleting + new_unavailable + old_unavailable;
+
+  if (n.max_surge > 0) {
+    int scale_surge = 0, scale_old_surge = 0;
+    if (const int to_delete = new_to_delete + old_to_delete; to_delete > 0) {
+      scale_surge = std::min(std::max(total_unavailable + to_delete - n.max_unavailable, 0),
+                             to_delete);
+      if (scale_surge > new_to_delete) scale_old_surge = scale_surge - new_to_delete;
+    }
+    int update_surge = 0, update_old_surge = 0;
+    // Surge for updating only when old pods must move (update_old_diff > 0) and new ones are
+    // missing (update_new_diff < 0): the smaller of the two.
+    if (update_old_diff > 0 && update_new_diff < 0) {
+      if (update_old_diff <= -update_new_diff) {
+        update_surge = update_old_diff;
+      } else {
+        update_surge = -update_new_diff;
+      }
+    }
+    if (scale_surge >= update_surge) {
+      res.use_surge = std::min(n.max_surge, scale_surge);
+      res.use_surge_old_revision = std::min(res.use_surge, scale_old_surge);
+    } else {
+      res.use_surge = std::min(n.max_surge, update_surge);
+      res.use_surge_old_revision = std::min(res.use_surge, update_old_surge);
+    }
+  }
+
+  const int total = static_cast<int>(pods.size());
+  const int expected_total = replicas + res.use_surge;
+  const int expected_old = n.partition + res.use_surge_old_revision;
+  if (const int up = expected_total - total; up > 0) {
+    res.scale_up = up;
+    res.scale_up_old_revision = std::max(expected_old - old_count, 0);
+    res.scale_up_limit =
+        std::min(res.scale_up, std::max(n.scale_max_unavailable - total_unavailable, 0));
+  }
+  if (const int down = total - old_to_delete - new_to_delete - expected_total; down > 0) {
+    res.scale_down = down;
+    res.scale_down_old_revision = std::max(old_count - old_to_delete - expected_old, 0);
+  }
+  if (new_to_delete > 0 || old_to_delete > 0 || res.scale_down > 0) {
+    res.delete_ready_limit = std::max(n.max_unavailable + (total - replicas) - total_unavailable, 0);
+  }
+  res.update = update_old_diff <= -update_new_diff ? update_old_diff : -update_new_diff;
+  if (res.update != 0) res.update_max_unavailable = n.max_unavailable + total - replicas;
+  return res;
+}
+
+bool DeleteFirst(const PodView& a, const PodView& b, int rank_a, int rank_b) {
+  return ActiveLess(a, b, rank_a, rank_b, true);
+}
+
+std::vector<int> SpreadRanks(
+    const std::vector<PodView>& pods, const std::vector<std::string>& spread_keys,
+    const std::function<std::optional<std::string>(const std::string& node,
+                                                   const std::string& key)>& node_label) {
+  std::vector<int> ranks(pods.size(), 0);
+  if (spread_keys.empty()) {
+    std::map<std::string, int> per_node;
+    for (const PodView& p : pods) {
+      if (p.scheduled) ++per_node[p.node];
+    }
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (pods[i].scheduled) ranks[i] = per_node[pods[i].node];
+    }
+    return ranks;
+  }
+  for (const std::string& key : spread_keys) {
+    std::vector<std::optional<std::string>> domain(pods.size());
+    std::map<std::string, int> per_domain;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (!pods[i].scheduled || !node_label) continue;
+      domain[i] = node_label(pods[i].node, key);
+      if (domain[i].has_value()) ++per_domain[*domain[i]];
+    }
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (domain[i].has_value()) ranks[i] += per_domain[*domain[i]];
+    }
+  }
+  return ranks;
+}
+
+std::vector<size_t> ChoosePodsToDelete(const std::vector<PodView>& pods, int total,
+                                       int old_revision, const std::vector<int>& ranks) {
+  auto rank = [&](size_t i) { return i < ranks.size() ? ranks[i] : 0; };
+  std::vector<size_t> old_pods, new_pods;
+  for (size_t i = 0; i < pods.size(); ++i) (pods[i].updated ? new_pods : old_pods).push_back(i);
+  auto choose = [&](std::vector<size_t> from, int diff) {
+    std::sort(from.begin(), from.end(), [&](size_t a, size_t b) {
+      return DeleteFirst(pods[a], pods[b], rank(a), rank(b));
+    });
+    if (diff < static_cast<int>(from.size())) from.resize(std::max(diff, 0));
+    return from;
+  };
+  std::vector<size_t> out;
+  if (old_revision >= total) {
+    out = choose(old_pods, total);
+  } else if (old_revision > 0) {
+    out = choose(old_pods, old_revision);
+    for (size_t i : choose(new_pods, total - static_cast<int>(out.size()))) out.push_back(i);
+  } else {
+    out = choose(new_pods, total);
+  }
+  // Not enough pods on one side: take the rest from the other, still in order.
+  if (static_cast<int>(out.size()) < total) {
+    std::set<size_t> taken(out.begin(), out.end());
+    std::vector<size_t> rest;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      if (!taken.count(i)) rest.push_back(i);
+    }
+    for (size_t i : choose(rest, total - static_cast<int>(out.size()))) out.push_back(i);
+  }
+  return out;
+}
+
+ScalePlan PlanScale(const CloneSetSpec& spec, const ScaledNumbers& numbers, const Diffs& diffs,
+                    const std::vector<PodView>& pods, const std::vector<int>& ranks) {
+  (void)numbers;
+  ScalePlan plan;
+  std::vector<size_t> specified, pre_delete;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (pods[i].lifecycle_state == kStatePreparingDelete) {
+      pre_delete.push_back(i);
+    } else if (pods[i].specified_delete) {
+      specified.push_back(i);
+    }
+  }
+  int planned = 0;
+  for (const PodView& p : pods) {
+    if (p.specified_delete || p.lifecycle_state == kStatePreparingDelete) ++planned;
+  }
+  // 1. PreparingDelete pods a scale-up wants back return to Normal (never with markPodNotReady,
+  // whose PreparingDelete is final, and never when the user named them).
+  const bool reversible = !(spec.pre_delete.has_value() && spec.pre_delete->mark_pod_not_ready);
+  if (reversible) {
+    int want = spec.replicas - static_cast<int>(pods.size()) + planned;
+    for (size_t i : pre_delete) {
+      if (want <= 0) break;
+      if (pods[i].specified_delete) continue;
+      plan.back_to_normal.push_back(i);
+      --want;
+    }
+    if (!plan.back_to_normal.empty()) return plan;
+  }
+  // 2. Scale up.
+  if (diffs.scale_up > 0) {
+    plan.create = std::min(diffs.scale_up, diffs.scale_up_limit);
+    plan.create_old_revision = std::min(diffs.scale_up_old_revision, plan.create);
+    return plan;
+  }
+  // 3. PreparingDelete pods whose hook is gone are deleted.
+  for (size_t i : pre_delete) {
+    if (!IsPodHooked(spec.pre_delete, pods[i])) plan.remove.push_back(i);
+  }
+  if (!plan.remove.empty()) return plan;
+  // 4. Specified deletions, update-revision pods first; ready ones within the limit.
+  int ready_limit = diffs.delete_ready_limit;
+  auto take = [&](size_t i) {
+    if (!pods[i].available) {
+      plan.remove.push_back(i);
+    } else if (ready_limit > 0) {
+      plan.remove.push_back(i);
+      --ready_limit;
+    }
+  };
+  if (!specified.empty()) {
+    for (size_t i : specified) {
+      if (pods[i].updated) take(i);
+    }
+    for (size_t i : specified) {
+      if (!pods[i].updated) take(i);
+    }
+    return plan;
+  }
+  // 5. Scale down, unless deletions are still under way.
+  if (diffs.scale_down > 0 && planned == 0) {
+    for (size_t i :
+         ChoosePodsToDelete(pods, diffs.scale_down, diffs.scale_down_old_revision, ranks)) {
+      take(i);
+    }
+  }
+  return plan;
+}
+
+std::vector<size_t> PlanUpdate(const CloneSetSpec& spec, const Diffs& diffs,
+                               const std::vector<PodView>& pods) {
+  if (spec.paused || diffs.update <= 0) return {};
+  std::vector<size_t> order;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const PodView& p = pods[i];
+    if (p.updated || p.specified_delete || p.in_place_grace) continue;
+    if (p.lifecycle_state == kStatePreparingDelete || p.lifecycle_state == kStateUpdated) continue;
+    order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return ActiveLess(pods[a], pods[b], 0, 0, false);
+  });
+  ApplyPriority(spec.priority_strategy, pods, &order);
+  ApplyScatter(spec.scatter_strategy, pods, &order);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return (pods[a].lifecycle_state == kStatePreparingUpdate) &&
+           (pods[b].lifecycle_state != kStatePreparingUpdate);
+  });
+  if (static_cast<int>(order.size()) > diffs.update) order.resize(diffs.update);
+  int not_ready = 0;
+  for (const PodView& p : pods) {
+    if (!p.available) ++not_ready;
+  }
+  size_t can = 0;
+  for (size_t i : order) {
+    if (pods[i].available) {
+      if (not_ready >= diffs.update_max_unavailable) break;
+      ++not_ready;
+    }
+    ++can;
+  }
+  order.resize(can);
+  return order;
+}
+
+std::vector<int> SlowStartBatches(int n) {
+  std::vector<int> out;
+  for (int size = 1; n > 0; size *= 2) {
+    out.push_back(std::min(size, n));
+    n -= out.back();
+  }
+  return out;
+}
+
+std::string NewInstanceId(const std::function<bool(const std::string&)>& taken,
+                          const std::function<size_t(size_t n)>& random) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  constexpr size_t kSize = sizeof(kAlphabet) - 1;
+  while (true) {
+    std::string id(5, ' ');
+    for (char& c : id) c = kAlphabet[random(kSize) % kSize];
+    if (!taken(id)) return id;
+  }
+}
+
+StatusCounts CountStatus(const CloneSetSpec& spec, const ScaledNumbers& numbers,
+                         const std::vector<PodView>& pods) {
+  StatusCounts s;
+  s.replicas = static_cast<int>(pods.size());
+  for (const PodView& p : pods) {
+    if (p.update_ready) ++s.ready;
+    if (p.ready_long_enough) ++s.available;
+    if (p.updated) {
+      ++s.updated;
+      if (p.update_ready) ++s.updated_ready;
+      if (p.ready_long_enough) ++s.updated_available;
+    }
+  }
+  s.expected_updated = std::max(spec.replicas - numbers.partition, 0);
+  return s;
+}
+
+}  // namespace kruise::manager::cloneset
