@@ -16,6 +16,7 @@
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "manager/cloneset/cloneset_admission.h"
+#include "manager/cloneset/cloneset_controller.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
@@ -36,6 +37,7 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
   imagepull.default_ttl_for_always_seconds = cfg.default_ttl_for_always_nodeimage_seconds;
   groups.push_back(NewImagePullControllerGroup(imagepull));  // NodeImage + ImagePullJob
   groups.push_back(crr::NewCrrControllerGroup());            // ContainerRecreateRequest
+  groups.push_back(cloneset::NewCloneSetControllerGroup());  // CloneSet
   return groups;
 }
 

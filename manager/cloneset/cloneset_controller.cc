@@ -1,0 +1,1070 @@
+#include "manager/cloneset/cloneset_controller.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kube/errors.h"
+#include "kube/kruise_api.h"
+#include "kube/object.h"
+#include "kube/resources.h"
+#include "manager/cloneset/cloneset_api.h"
+#include "manager/revision/revision.h"
+
+namespace kruise::manager::cloneset {
+
+namespace res = kube::resources;
+using kube::Json;
+
+namespace {
+
+using Pointer = Json::json_pointer;
+
+std::string Ptr(const std::string& base, const std::string& token) {
+  return (Pointer(base) / token).to_string();
+}
+
+Json TestRv(const Json& obj) {
+  return {{"op", "test"}, {"path", "/metadata/resourceVersion"},
+          {"value", kube::ResourceVersion(obj)}};
+}
+
+// JSON patch ops setting map entries under `base` ("/metadata/labels"); a null value removes the
+// key when the object has it.
+void MapOps(const Json& obj, const std::string& base, const Json& entries, Json* ops) {
+  if (!entries.is_object() || entries.empty()) return;
+  const Json* current = kube::FindPointer(obj, base);
+  bool have_map = current != nullptr && current->is_object();
+  for (const auto& [k, v] : entries.items()) {
+    if (v.is_null()) {
+      if (have_map && current->contains(k)) ops->push_back({{"op", "remove"}, {"path", Ptr(base, k)}});
+      continue;
+    }
+    if (!have_map) {
+      ops->push_back({{"op", "add"}, {"path", base}, {"value", Json::object()}});
+      have_map = true;
+      current = nullptr;
+    }
+    ops->push_back({{"op", "add"}, {"path", Ptr(base, k)}, {"value", v}});
+  }
+}
+
+// JSON patch ops setting pod conditions (by type) to the given status/reason/message.
+void ConditionOps(const Json& pod, const std::vector<Json>& conditions, Json* ops) {
+  const Json* conds = kube::FindPath(pod, {"status", "conditions"});
+  bool have = conds != nullptr && conds->is_array();
+  if (!have) {
+    if (kube::FindPath(pod, {"status"}) == nullptr) {
+      ops->push_back({{"op", "add"}, {"path", "/status"}, {"value", Json::object()}});
+    }
+    ops->push_back({{"op", "add"}, {"path", "/status/conditions"}, {"value", Json::array()}});
+  }
+  for (const Json& c : conditions) {
+    bool replaced = false;
+    if (have) {
+      for (size_t i = 0; i < conds->size(); ++i) {
+        if ((*conds)[i].is_object() && (*conds)[i].value("type", "") == c.value("type", "")) {
+          Json merged = (*conds)[i];
+          if (merged.value("status", "") != c.value("status", "")) {
+            merged["lastTransitionTime"] = c.value("lastTransitionTime", "");
+          }
+          for (const char* k : {"status", "reason", "message"}) {
+            if (c.contains(k)) merged[k] = c[k];
+          }
+          if (c.contains("lastProbeTime")) merged["lastProbeTime"] = c["lastProbeTime"];
+          ops->push_back({{"op", "replace"}, {"path", absl::StrCat("/status/conditions/", i)},
+                          {"value", merged}});
+          replaced = true;
+          break;
+        }
+      }
+    }
+    if (!replaced) ops->push_back({{"op", "add"}, {"path", "/status/conditions/-"}, {"value", c}});
+  }
+}
+
+const Json* Condition(const Json& pod, const std::string& type) {
+  const Json* conds = kube::FindPath(pod, {"status", "conditions"});
+  if (conds == nullptr || !conds->is_array()) return nullptr;
+  for (const Json& c : *conds) {
+    if (c.is_object() && c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+bool HasReadinessGate(const Json& pod, const std::string& type) {
+  const Json* gates = kube::FindPath(pod, {"spec", "readinessGates"});
+  if (gates == nullptr || !gates->is_array()) return false;
+  for (const Json& g : *gates) {
+    if (g.is_object() && g.value("conditionType", "") == type) return true;
+  }
+  return false;
+}
+
+bool IsActive(const Json& pod) {
+  if (kube::IsBeingDeleted(pod)) return false;
+  const std::string phase = kube::GetString(pod, {"status", "phase"}).value_or("");
+  return phase != "Succeeded" && phase != "Failed";
+}
+
+std::optional<kube::OwnerReference> CloneSetOwner(const Json& obj) {
+  auto owner = kube::ControllerOf(obj);
+  if (!owner.has_value() || owner->kind != "CloneSet" ||
+      owner->api_version.rfind("apps.kruise.io/", 0) != 0) {
+    return std::nullopt;
+  }
+  return owner;
+}
+
+std::string OwnerKey(const Json& obj) {
+  auto owner = CloneSetOwner(obj);
+  if (!owner.has_value()) return "";
+  return absl::StrCat(kube::Namespace(obj), "/", owner->name);
+}
+
+// Container name -> image of a pod template.
+std::map<std::string, std::string> TemplateImages(const Json& tmpl) {
+  std::map<std::string, std::string> out;
+  const Json* containers = kube::FindPath(tmpl, {"spec", "containers"});
+  if (containers == nullptr || !containers->is_array()) return out;
+  for (const Json& c : *containers) {
+    if (c.is_object()) out[c.value("name", "")] = c.value("image", "");
+  }
+  return out;
+}
+
+std::vector<std::string> SpreadKeys(const Json& tmpl) {
+  std::vector<std::string> keys;
+  const Json* tsc = kube::FindPath(tmpl, {"spec", "topologySpreadConstraints"});
+  if (tsc == nullptr || !tsc->is_array()) return keys;
+  for (const Json& c : *tsc) {
+    if (c.is_object() && c.contains("topologyKey") && c["topologyKey"].is_string()) {
+      keys.push_back(c["topologyKey"].get<std::string>());
+    }
+  }
+  return keys;
+}
+
+Json OwnerRefJson(const Json& cs) {
+  return {{"apiVersion", cs.value("apiVersion", "apps.kruise.io/v1alpha1")},
+          {"kind", "CloneSet"},
+          {"name", kube::Name(cs)},
+          {"uid", kube::Uid(cs)},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+std::string PvcName(const std::string& vct, const std::string& cs, const std::string& id) {
+  return absl::StrCat(vct, "-", cs, "-", id);
+}
+
+}  // namespace
+
+struct CloneSetReconciler::Context {
+  Json cs;
+  std::string key;
+  CloneSetSpec spec;
+  ScaledNumbers numbers;
+  kube::LabelSelector selector = kube::LabelSelector::Nothing();
+  std::vector<Json> pods;  // active pods, same order as views
+  std::vector<PodView> views;
+  std::vector<Json> revisions;
+  Json update_revision;
+  std::string update_revision_name;
+  std::string current_revision_name;
+  int64_t collision_count = 0;
+  Diffs diffs;
+  absl::Time now;
+};
+
+CloneSetReconciler::CloneSetReconciler(kube::KubeClient* client, CloneSetInformers informers,
+                                       kube::EventRecorder* recorder,
+                                       CloneSetReconcilerOptions opts)
+    : client_(client),
+      inf_(informers),
+      recorder_(recorder),
+      opts_(opts),
+      scale_expectations_(opts.clock),
+      rv_expectations_(opts.clock) {}
+
+void CloneSetReconciler::ObserveCreate(const Json& obj) {
+  std::string key = OwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
+  }
+}
+
+void CloneSetReconciler::ObserveDelete(const Json& obj) {
+  std::string key = OwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
+  }
+  rv_expectations_.Delete(kube::NamespacedName(obj));
+}
+
+void CloneSetReconciler::ObserveUpdate(const Json& obj) {
+  rv_expectations_.Observe(obj);
+  // A pod that turns terminating counts as deleted for scale-down purposes.
+  if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
+}
+
+void CloneSetReconciler::Event(const Json& cs, bool warning, const std::string& reason,
+                               const std::string& message) {
+  if (recorder_ != nullptr) {
+    recorder_->Event(cs, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
+                     message);
+  }
+}
+
+absl::StatusOr<Json> CloneSetReconciler::PatchPod(const Json& pod, const Json& ops,
+                                                  const std::string& subresource) {
+  ASSIGN_OR_RETURN(Json patched, client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
+                                                kube::PatchType::kJson, ops, subresource));
+  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
+  return patched;
+}
+
+std::string CloneSetReconciler::RandomInstanceId(const std::vector<Json>& pods,
+                                                 const std::vector<std::string>& reserved) {
+  std::set<std::string> taken(reserved.begin(), reserved.end());
+  for (const Json& p : pods) {
+    if (auto id = kube::Label(p, kInstanceIdLabel)) taken.insert(*id);
+  }
+  absl::MutexLock lock(&rng_mu_);
+  return NewInstanceId([&](const std::string& id) { return taken.count(id) > 0; },
+                       [&](size_t n) { return absl::Uniform<size_t>(rng_, 0, n); });
+}
+
+absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
+    const Json& cs, const kube::LabelSelector& selector) {
+  std::vector<Json> out;
+  const std::string uid = kube::Uid(cs);
+  std::set<std::string> seen;
+  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kOwnerIndex, uid));
+  for (const auto& p : owned) {
+    auto owner = kube::ControllerOf(*p);
+    if (!owner.has_value() || owner->uid != uid) continue;
+    seen.insert(kube::Name(*p));
+    if (selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
+      out.push_back(*p);
+      continue;
+    }
+    // Release: it no longer matches our selector.
+    Json ops = Json::array({TestRv(*p)});
+    auto refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
+    for (size_t i = 0; refs != nullptr && i < refs->size(); ++i) {
+      if ((*refs)[i].value("uid", "") == uid) {
+        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
+        break;
+      }
+    }
+    auto st = PatchPod(*p, ops);
+    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+    Event(cs, false, "ReleasedPod", absl::StrCat("released pod ", kube::Name(*p),
+                                                 ": it no longer matches the selector"));
+  }
+  if (kube::IsBeingDeleted(cs)) return out;
+  ASSIGN_OR_RETURN(auto in_ns, inf_.pods->store().ByIndex(kube::kNamespaceIndex,
+                                                          kube::Namespace(cs)));
+  for (const auto& p : in_ns) {
+    if (seen.count(kube::Name(*p)) || kube::ControllerOf(*p).has_value() ||
+        kube::IsBeingDeleted(*p) || !selector.MatchesObject(*p)) {
+      continue;
+    }
+    Json ops = Json::array({TestRv(*p)});
+    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
+      ops.push_back({{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
+    }
+    ops.push_back({{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", OwnerRefJson(cs)}});
+    auto adopted = PatchPod(*p, ops);
+    if (!adopted.ok()) {
+      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
+      return adopted.status();
+    }
+    Event(cs, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
+    out.push_back(*adopted);
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<Json>> CloneSetReconciler::SyncRevisions(Context& ctx) {
+  ASSIGN_OR_RETURN(auto owned, inf_.revisions->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+  for (const auto& r : owned) ctx.revisions.push_back(*r);
+  std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
+    return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
+  });
+  const Json* tmpl_ptr = kube::FindPath(ctx.cs, {"spec", "template"});
+  const Json tmpl = tmpl_ptr != nullptr ? *tmpl_ptr : Json::object();
+  ctx.collision_count = kube::GetInt(ctx.cs, {"status", "collisionCount"}).value_or(0);
+  std::optional<int32_t> collision;
+  if (ctx.collision_count > 0) collision = static_cast<int32_t>(ctx.collision_count);
+  const std::string name =
+      revision::RevisionName(kube::Name(ctx.cs), revision::TemplateHash(tmpl, collision));
+  int64_t max_revision = 0;
+  for (const Json& r : ctx.revisions) {
+    max_revision = std::max<int64_t>(max_revision, kube::IntField(r, "revision", 0));
+  }
+  for (const Json& r : ctx.revisions) {
+    if (kube::Name(r) != name) continue;
+    if (revision::RevisionTemplate(r) != tmpl) break;  // a hash collision
+    ctx.update_revision = r;
+    ctx.update_revision_name = name;
+    return std::optional<Json>(r);
+  }
+  Json fresh = revision::NewControllerRevision(ctx.cs, tmpl, max_revision + 1, collision);
+  auto created = client_->Create(res::ControllerRevisions(), kube::Namespace(ctx.cs), fresh);
+  if (created.ok()) {
+    ctx.revisions.push_back(*created);
+    ctx.update_revision = *created;
+    ctx.update_revision_name = name;
+    return std::optional<Json>(*created);
+  }
+  if (!kube::IsAlreadyExists(created.status())) return created.status();
+  ASSIGN_OR_RETURN(Json existing,
+                   client_->Get(res::ControllerRevisions(), kube::Namespace(ctx.cs), name));
+  auto owner = kube::ControllerOf(existing);
+  if (revision::RevisionTemplate(existing) == tmpl && owner.has_value() &&
+      owner->uid == kube::Uid(ctx.cs)) {
+    ctx.revisions.push_back(existing);  // our cache had not seen it yet
+    ctx.update_revision = existing;
+    ctx.update_revision_name = name;
+    return std::optional<Json>(existing);
+  }
+  // Someone else's revision under our name: count the collision and come back.
+  Json patch = {{"status", {{"collisionCount", ctx.collision_count + 1}}}};
+  RETURN_IF_ERROR(client_
+                      ->Patch(res::CloneSets(), kube::Namespace(ctx.cs), kube::Name(ctx.cs),
+                              kube::PatchType::kMerge, patch, "status")
+                      .status());
+  return std::optional<Json>();
+}
+
+absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_revision_count) {
+  const std::string ns = kube::Namespace(ctx.cs);
+  const std::string cs_name = kube::Name(ctx.cs);
+  const Json* current_rev = nullptr;
+  for (const Json& r : ctx.revisions) {
+    if (kube::Name(r) == ctx.current_revision_name) current_rev = &r;
+  }
+  std::set<std::string> existing_pvcs;
+  std::vector<std::string> free_ids;  // instance ids whose PVCs outlived their pod: reuse them
+  {
+    ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+    std::set<std::string> pod_ids;
+    for (const Json& p : ctx.pods) {
+      if (auto id = kube::Label(p, kInstanceIdLabel)) pod_ids.insert(*id);
+    }
+    std::set<std::string> ids;
+    for (const auto& pvc : pvcs) {
+      existing_pvcs.insert(kube::Name(*pvc));
+      auto id = kube::Label(*pvc, kInstanceIdLabel);
+      if (id.has_value() && !pod_ids.count(*id) && !kube::IsBeingDeleted(*pvc)) ids.insert(*id);
+    }
+    free_ids.assign(ids.begin(), ids.end());
+  }
+  const Json* vcts = kube::FindPath(ctx.cs, {"spec", "volumeClaimTemplates"});
+  std::vector<std::string> reserved = free_ids;
+  int created = 0;
+  for (int batch : SlowStartBatches(count)) {
+    for (int b = 0; b < batch; ++b, ++created) {
+      const bool old = created < old_revision_count && current_rev != nullptr &&
+                       ctx.current_revision_name != ctx.update_revision_name;
+      const Json& rev = old ? *current_rev : ctx.update_revision;
+      Json tmpl = revision::RevisionTemplate(rev);
+      if (!tmpl.is_object()) return absl::InternalError("revision without a template");
+      std::string id;
+      if (!free_ids.empty()) {
+        id = free_ids.back();
+        free_ids.pop_back();
+      } else {
+        id = RandomInstanceId(ctx.pods, reserved);
+        reserved.push_back(id);
+      }
+      const std::string name = absl::StrCat(cs_name, "-", id);
+      Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
+      Json meta = tmpl.contains("metadata") && tmpl["metadata"].is_object() ? tmpl["metadata"]
+                                                                           : Json::object();
+      meta.erase("creationTimestamp");
+      meta["name"] = name;
+      meta["namespace"] = ns;
+      if (!meta.contains("labels") || !meta["labels"].is_object()) meta["labels"] = Json::object();
+      meta["labels"][revision::kControllerRevisionHashLabel] = kube::Name(rev);
+      meta["labels"][kInstanceIdLabel] = id;
+      const bool pre_normal = ctx.spec.pre_normal.has_value() && !ctx.spec.pre_normal->empty();
+      meta["labels"][kLifecycleStateLabel] = pre_normal ? kStatePreparingNormal : kStateNormal;
+      meta["ownerReferences"] = Json::array({OwnerRefJson(ctx.cs)});
+      pod["metadata"] = std::move(meta);
+      Json spec = tmpl.contains("spec") ? tmpl["spec"] : Json::object();
+      if (!spec.contains("readinessGates") || !spec["readinessGates"].is_array()) {
+        spec["readinessGates"] = Json::array();
+      }
+      if (!HasReadinessGate(Json{{"spec", spec}}, inplace::kInPlaceUpdateReadyCondition)) {
+        spec["readinessGates"].push_back(
+            {{"conditionType", inplace::kInPlaceUpdateReadyCondition}});
+      }
+      // PVCs first, then the pod mounting them.
+      if (vcts != nullptr && vcts->is_array()) {
+        if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = Json::array();
+        for (const Json& vct : *vcts) {
+          const std::string vct_name = kube::Name(vct);
+          if (vct_name.empty()) continue;
+          const std::string claim = PvcName(vct_name, cs_name, id);
+          Json volume = {{"name", vct_name}, {"persistentVolumeClaim", {{"claimName", claim}}}};
+          bool replaced = false;
+          for (Json& v : spec["volumes"]) {
+            if (v.value("name", "") == vct_name) {
+              v = volume;
+              replaced = true;
+            }
+          }
+          if (!replaced) spec["volumes"].push_back(volume);
+          if (existing_pvcs.count(claim)) continue;
+          Json pvc = {{"apiVersion", "v1"}, {"kind", "PersistentVolumeClaim"}};
+          Json pmeta = vct.contains("metadata") ? vct["metadata"] : Json::object();
+          pmeta["name"] = claim;
+          pmeta["namespace"] = ns;
+          if (!pmeta.contains("labels") || !pmeta["labels"].is_object()) pmeta["labels"] = Json::object();
+          for (const auto& [k, v] : pod["metadata"]["labels"].items()) {
+            if (k != revision::kControllerRevisionHashLabel && k != kLifecycleStateLabel) {
+              pmeta["labels"][k] = v;
+            }
+          }
+          pmeta["ownerReferences"] = Json::array({OwnerRefJson(ctx.cs)});
+          pvc["metadata"] = std::move(pmeta);
+          pvc["spec"] = vct.contains("spec") ? vct["spec"] : Json::object();
+          scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
+          auto made = client_->Create(res::PersistentVolumeClaims(), ns, pvc);
+          if (!made.ok() && !kube::IsAlreadyExists(made.status())) {
+            scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
+            Event(ctx.cs, true, "FailedCreate",
+                  absl::StrCat("failed to create pvc ", claim, ": ", made.status().message()));
+            return made.status();
+          }
+          if (!made.ok()) {
+            scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
+          }
+          existing_pvcs.insert(claim);
+        }
+      }
+      pod["spec"] = std::move(spec);
+      scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, name);
+      auto made = client_->Create(res::Pods(), ns, pod);
+      if (!made.ok()) {
+        scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, name);
+        Event(ctx.cs, true, "FailedCreate",
+              absl::StrCat("failed to create pod ", name, ": ", made.status().message()));
+        return made.status();
+      }
+      Event(ctx.cs, false, "SuccessfulCreate", absl::StrCat("succeed to create pod ", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
+  PodView view = ViewPod(pod, ctx.spec, ctx.update_revision_name, ctx.now);
+  if (IsPodHooked(ctx.spec.pre_delete, view)) {
+    if (view.lifecycle_state == kStatePreparingDelete) return absl::OkStatus();
+    Json ops = Json::array({TestRv(pod)});
+    MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingDelete}}, &ops);
+    MapOps(pod, "/metadata/annotations",
+           {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
+    ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
+    if (ctx.spec.pre_delete->mark_pod_not_ready &&
+        HasReadinessGate(patched, kube::kKruisePodReadyCondition)) {
+      Json cond_ops = Json::array({TestRv(patched)});
+      ConditionOps(patched,
+                   {{{"type", kube::kKruisePodReadyCondition},
+                     {"status", "False"},
+                     {"reason", "PreparingDelete"},
+                     {"message", "the CloneSet's preDelete hook holds this pod"},
+                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
+                   &cond_ops);
+      RETURN_IF_ERROR(PatchPod(patched, cond_ops, "status").status());
+    }
+    Event(ctx.cs, false, "PreparingDelete",
+          absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
+    return absl::OkStatus();
+  }
+  const std::string ns = kube::Namespace(pod);
+  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+  kube::DeleteOptions del;
+  del.precondition_uid = kube::Uid(pod);
+  absl::Status st = client_->Delete(res::Pods(), ns, kube::Name(pod), del);
+  if (!st.ok()) {
+    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+    if (kube::IsNotFound(st)) return absl::OkStatus();
+    Event(ctx.cs, true, "FailedDelete",
+          absl::StrCat("failed to delete pod ", kube::Name(pod), ": ", st.message()));
+    return st;
+  }
+  Event(ctx.cs, false, "SuccessfulDelete", absl::StrCat("succeed to delete pod ", kube::Name(pod)));
+  // Its PVCs go with it.
+  auto id = kube::Label(pod, kInstanceIdLabel);
+  if (!id.has_value()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+  for (const auto& pvc : pvcs) {
+    if (kube::Label(*pvc, kInstanceIdLabel) != id || kube::IsBeingDeleted(*pvc)) continue;
+    scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(*pvc));
+    kube::DeleteOptions pdel;
+    pdel.precondition_uid = kube::Uid(*pvc);
+    absl::Status pst = client_->Delete(res::PersistentVolumeClaims(), ns, kube::Name(*pvc), pdel);
+    if (!pst.ok()) {
+      scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete,
+                                  kube::Name(*pvc));
+      if (!kube::IsNotFound(pst)) return pst;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CloneSetReconciler::Scale(Context& ctx) {
+  std::vector<int> ranks;
+  const Json* tmpl = kube::FindPath(ctx.cs, {"spec", "template"});
+  std::vector<std::string> keys = tmpl != nullptr ? SpreadKeys(*tmpl) : std::vector<std::string>{};
+  auto node_label = [this](const std::string& node,
+                           const std::string& key) -> std::optional<std::string> {
+    if (inf_.nodes == nullptr) return std::nullopt;
+    auto n = inf_.nodes->store().Get(node);
+    if (n == nullptr) return std::nullopt;
+    return kube::Label(*n, key);
+  };
+  ranks = SpreadRanks(ctx.views, keys, node_label);
+  ScalePlan plan = PlanScale(ctx.spec, ctx.numbers, ctx.diffs, ctx.views, ranks);
+  if (!plan.back_to_normal.empty()) {
+    for (size_t i : plan.back_to_normal) {
+      Json ops = Json::array({TestRv(ctx.pods[i])});
+      MapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+      RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
+    }
+    return true;
+  }
+  if (plan.create > 0) {
+    Event(ctx.cs, false, "ScaleUp",
+          absl::StrCat("creating ", plan.create, " pods (", plan.create_old_revision,
+                       " at the current revision)"));
+    RETURN_IF_ERROR(CreatePods(ctx, plan.create, plan.create_old_revision));
+    return true;
+  }
+  if (!plan.remove.empty()) {
+    for (size_t i : plan.remove) RETURN_IF_ERROR(RemovePod(ctx, ctx.pods[i]));
+    return true;
+  }
+  return false;
+}
+
+absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
+  bool modified = false;
+  for (size_t i = 0; i < ctx.pods.size(); ++i) {
+    const Json& pod = ctx.pods[i];
+    // A new pod's InPlaceUpdateReady starts True.
+    if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition) &&
+        Condition(pod, inplace::kInPlaceUpdateReadyCondition) == nullptr) {
+      Json ops = Json::array({TestRv(pod)});
+      ConditionOps(pod,
+                   {{{"type", inplace::kInPlaceUpdateReadyCondition},
+                     {"status", "True"},
+                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
+                   &ops);
+      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      modified = true;
+      continue;
+    }
+    const PodView& view = ctx.views[i];
+    // preNormal: PreparingNormal -> Normal once the hook's labels/finalizers are all there.
+    if (view.lifecycle_state == kStatePreparingNormal &&
+        (!ctx.spec.pre_normal.has_value() || IsPodAllHooked(ctx.spec.pre_normal, view))) {
+      Json ops = Json::array({TestRv(pod)});
+      MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+      RETURN_IF_ERROR(PatchPod(pod, ops).status());
+      modified = true;
+      continue;
+    }
+    // A grace period that has run out: apply the images it held back.
+    if (auto grace = kube::Annotation(pod, inplace::kInPlaceUpdateGraceAnnotation)) {
+      auto state_text = kube::Annotation(pod, inplace::kInPlaceUpdateStateAnnotation);
+      auto state = inplace::ParseInPlaceUpdateState(state_text.value_or(""));
+      Json pending = Json::parse(*grace, nullptr, false);
+      if (!state.ok() || !pending.is_object()) {
+        Json ops = Json::array({TestRv(pod)});
+        MapOps(pod, "/metadata/annotations", {{inplace::kInPlaceUpdateGraceAnnotation, nullptr}},
+               &ops);
+        RETURN_IF_ERROR(PatchPod(pod, ops).status());
+        modified = true;
+        continue;
+      }
+      if (state->update_timestamp + absl::Seconds(ctx.spec.grace_period_seconds) > ctx.now) {
+        continue;
+      }
+      Json ops = Json::array({TestRv(pod)});
+      const Json* containers = kube::FindPath(pod, {"spec", "containers"});
+      if (pending.contains("containerImages") && pending["containerImages"].is_object() &&
+          containers != nullptr) {
+        for (size_t c = 0; c < containers->size(); ++c) {
+          const std::string cname = (*containers)[c].value("name", "");
+          if (pending["containerImages"].contains(cname)) {
+            ops.push_back({{"op", "replace"},
+                           {"path", absl::StrCat("/spec/containers/", c, "/image")},
+                           {"value", pending["containerImages"][cname]}});
+          }
+        }
+      }
+      MapOps(pod, "/metadata/annotations", {{inplace::kInPlaceUpdateGraceAnnotation, nullptr}},
+             &ops);
+      RETURN_IF_ERROR(PatchPod(pod, ops).status());
+      modified = true;
+      continue;
+    }
+    // An in-place update the kubelet has carried out: ready again, lifecycle back to Normal.
+    if (view.lifecycle_state != kStateUpdating) continue;
+    auto state_text = kube::Annotation(pod, inplace::kInPlaceUpdateStateAnnotation);
+    if (!state_text.has_value()) continue;
+    auto state = inplace::ParseInPlaceUpdateState(*state_text);
+    if (!state.ok()) continue;
+    std::map<std::string, std::string> want;
+    for (const Json& r : ctx.revisions) {
+      if (kube::Name(r) != state->revision) continue;
+      auto images = TemplateImages(revision::RevisionTemplate(r));
+      for (const auto& [cname, last] : state->last_container_statuses) {
+        if (images.count(cname)) want[cname] = images[cname];
+      }
+    }
+    if (want.empty()) {
+      // The revision is gone from history: expect what the pod's spec says now.
+      auto images = TemplateImages(pod);
+      for (const auto& [cname, last] : state->last_container_statuses) want[cname] = images[cname];
+    }
+    if (!inplace::InPlaceUpdateCompleted(pod, *state, want)) continue;
+    Json patched = pod;
+    if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition)) {
+      Json ops = Json::array({TestRv(pod)});
+      ConditionOps(pod,
+                   {{{"type", inplace::kInPlaceUpdateReadyCondition},
+                     {"status", "True"},
+                     {"reason", ""},
+                     {"message", ""},
+                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
+                   &ops);
+      ASSIGN_OR_RETURN(patched, PatchPod(pod, ops, "status"));
+    }
+    const bool hooked = ctx.spec.in_place_update.has_value() &&
+                        !ctx.spec.in_place_update->empty() &&
+                        !IsPodHooked(ctx.spec.in_place_update, view);
+    Json ops = Json::array({TestRv(patched)});
+    MapOps(patched, "/metadata/labels",
+           {{kLifecycleStateLabel, hooked ? kStateUpdated : kStateNormal}}, &ops);
+    RETURN_IF_ERROR(PatchPod(patched, ops).status());
+    Event(ctx.cs, false, "InPlaceUpdateCompleted",
+          absl::StrCat("pod ", kube::Name(pod), " runs revision ", state->revision));
+    modified = true;
+  }
+  // Updated -> Normal once the inPlaceUpdate hook is back on the pod.
+  for (size_t i = 0; i < ctx.pods.size() && !modified; ++i) {
+    if (ctx.views[i].lifecycle_state != kStateUpdated) continue;
+    if (ctx.spec.in_place_update.has_value() &&
+        !IsPodAllHooked(ctx.spec.in_place_update, ctx.views[i])) {
+      continue;
+    }
+    Json ops = Json::array({TestRv(ctx.pods[i])});
+    MapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+    RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
+    modified = true;
+  }
+  return modified;
+}
+
+absl::Status CloneSetReconciler::UpdatePodInPlace(Context& ctx, const Json& pod,
+                                                  const inplace::InPlaceUpdateSpec& update) {
+  Json current = pod;
+  // 1. Not ready first, so endpoints drop the pod before its containers restart.
+  if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition)) {
+    Json ops = Json::array({TestRv(pod)});
+    const std::string now = kube::FormatRfc3339(ctx.now);
+    ConditionOps(pod,
+                 {{{"type", inplace::kInPlaceUpdateReadyCondition},
+                   {"status", "False"},
+                   {"reason", "StartInPlaceUpdate"},
+                   {"message", ""},
+                   {"lastTransitionTime", now}},
+                  {{"type", "Ready"},
+                   {"status", "False"},
+                   {"reason", "StartInPlaceUpdate"},
+                   {"lastTransitionTime", now}}},
+                 &ops);
+    ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
+  }
+  // 2. Revision, lifecycle, state annotation, metadata and (unless in grace) images, in one patch.
+  inplace::InPlaceUpdateState state = inplace::NewInPlaceUpdateState(current, update, ctx.now);
+  Json ops = Json::array({TestRv(current)});
+  Json labels = {{revision::kControllerRevisionHashLabel, update.revision},
+                 {kLifecycleStateLabel, kStateUpdating}};
+  Json annotations = {{inplace::kInPlaceUpdateStateAnnotation, inplace::FormatInPlaceUpdateState(state)},
+                      {kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
+  if (update.metadata_patch.is_object()) {
+    if (const Json* l = kube::Field(update.metadata_patch, "labels"); l != nullptr && l->is_object()) {
+      for (const auto& [k, v] : l->items()) {
+        if (!labels.contains(k)) labels[k] = v;
+      }
+    }
+    if (const Json* a = kube::Field(update.metadata_patch, "annotations");
+        a != nullptr && a->is_object()) {
+      for (const auto& [k, v] : a->items()) {
+        if (!annotations.contains(k)) annotations[k] = v;
+      }
+    }
+  }
+  if (ctx.spec.grace_period_seconds > 0) {
+    Json pending = {{"revision", update.revision},
+                    {"containerImages", Json(update.container_images)}};
+    annotations[inplace::kInPlaceUpdateGraceAnnotation] = pending.dump();
+  } else {
+    const Json* containers = kube::FindPath(current, {"spec", "containers"});
+    for (size_t c = 0; containers != nullptr && c < containers->size(); ++c) {
+      auto it = update.container_images.find((*containers)[c].value("name", ""));
+      if (it == update.container_images.end()) continue;
+      ops.push_back({{"op", "replace"},
+                     {"path", absl::StrCat("/spec/containers/", c, "/image")},
+                     {"value", it->second}});
+    }
+  }
+  MapOps(current, "/metadata/labels", labels, &ops);
+  MapOps(current, "/metadata/annotations", annotations, &ops);
+  auto patched = PatchPod(current, ops);
+  if (!patched.ok()) {
+    Event(ctx.cs, true, "FailedUpdatePodInPlace",
+          absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
+                       update.revision, "): ", patched.status().message()));
+    return patched.status();
+  }
+  Event(ctx.cs, false, "SuccessfulUpdatePodInPlace",
+        absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
+                     update.revision, ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
+  std::vector<size_t> chosen = PlanUpdate(ctx.spec, ctx.diffs, ctx.views);
+  if (chosen.empty()) return false;
+  const Json update_tmpl = revision::RevisionTemplate(ctx.update_revision);
+  bool modified = false;
+  for (size_t i : chosen) {
+    const Json& pod = ctx.pods[i];
+    const PodView& view = ctx.views[i];
+    if (ctx.spec.update_type == kInPlaceIfPossible || ctx.spec.update_type == kInPlaceOnly) {
+      Json old_tmpl;
+      for (const Json& r : ctx.revisions) {
+        if (kube::Name(r) == view.revision) old_tmpl = revision::RevisionTemplate(r);
+      }
+      std::string why_not = "the pod's revision is no longer in the history";
+      std::optional<inplace::InPlaceUpdateSpec> update;
+      if (old_tmpl.is_object()) {
+        update = inplace::CalculateInPlaceUpdate(old_tmpl, update_tmpl, ctx.update_revision_name,
+                                                 &why_not);
+      }
+      if (update.has_value()) {
+        const bool hooked = IsPodHooked(ctx.spec.in_place_update, view);
+        if (hooked && (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal)) {
+          Json ops = Json::array({TestRv(pod)});
+          MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingUpdate}}, &ops);
+          RETURN_IF_ERROR(PatchPod(pod, ops).status());
+          modified = true;
+          continue;
+        }
+        if (hooked && view.lifecycle_state == kStatePreparingUpdate) continue;  // hook holds it
+        RETURN_IF_ERROR(UpdatePodInPlace(ctx, pod, *update));
+        modified = true;
+        continue;
+      }
+      if (ctx.spec.update_type == kInPlaceOnly) {
+        Event(ctx.cs, true, "FailedUpdatePodInPlace",
+              absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (", why_not,
+                           ") and the strategy is InPlaceOnly"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pod ", kube::Name(pod), ": InPlaceOnly but cannot update in place: ", why_not));
+      }
+    }
+    // Recreate: mark it; the scale step deletes it and creates a replacement.
+    Json ops = Json::array({TestRv(pod)});
+    MapOps(pod, "/metadata/labels", {{kSpecifiedDeleteLabel, "true"}}, &ops);
+    RETURN_IF_ERROR(PatchPod(pod, ops).status());
+    Event(ctx.cs, false, "SuccessfulUpdatePodReCreate",
+          absl::StrCat("successfully patch pod ", kube::Name(pod),
+                       " specified-delete for update(revision ", ctx.update_revision_name, ")"));
+    modified = true;
+  }
+  return modified;
+}
+
+absl::Status CloneSetReconciler::WriteStatus(Context& ctx) {
+  StatusCounts counts = CountStatus(ctx.spec, ctx.numbers, ctx.views);
+  std::string current = ctx.current_revision_name;
+  if (counts.updated == counts.replicas && counts.replicas == ctx.spec.replicas) {
+    current = ctx.update_revision_name;
+  }
+  Json status = {{"observedGeneration", kube::Generation(ctx.cs)},
+                 {"replicas", counts.replicas},
+                 {"readyReplicas", counts.ready},
+                 {"availableReplicas", counts.available},
+                 {"updatedReplicas", counts.updated},
+                 {"updatedReadyReplicas", counts.updated_ready},
+                 {"updatedAvailableReplicas", counts.updated_available},
+                 {"expectedUpdatedReplicas", counts.expected_updated},
+                 {"updateRevision", ctx.update_revision_name},
+                 {"currentRevision", current},
+                 {"labelSelector", ctx.selector.ToString()}};
+  if (ctx.collision_count > 0) status["collisionCount"] = ctx.collision_count;
+  const Json* old = kube::FindPath(ctx.cs, {"status"});
+  bool changed = old == nullptr || !old->is_object();
+  for (const auto& [k, v] : status.items()) {
+    if (changed) break;
+    if (!old->contains(k) || (*old)[k] != v) changed = true;
+  }
+  if (!changed) return absl::OkStatus();
+  auto st = client_->Patch(res::CloneSets(), kube::Namespace(ctx.cs), kube::Name(ctx.cs),
+                           kube::PatchType::kMerge, {{"status", status}}, "status");
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& req) {
+  Context ctx;
+  ctx.key = req.Key();
+  ctx.now = opts_.clock->Now();
+  auto cached = inf_.clonesets->store().Get(req.ns, req.name);
+  if (cached == nullptr) {
+    scale_expectations_.Delete(ctx.key);
+    return kube::Result{};
+  }
+  ctx.cs = *cached;
+  if (!scale_expectations_.Satisfied(ctx.key)) {
+    return kube::Result{opts_.expectation_recheck};  // events bring us back sooner
+  }
+  auto spec = ParseCloneSetSpec(ctx.cs);
+  if (!spec.ok()) {
+    Event(ctx.cs, true, "InvalidSpec", std::string(spec.status().message()));
+    return kube::TerminalError(spec.status());
+  }
+  ctx.spec = *std::move(spec);
+  auto numbers = ScaleNumbers(ctx.spec);
+  if (!numbers.ok()) {
+    Event(ctx.cs, true, "InvalidSpec", std::string(numbers.status().message()));
+    return kube::TerminalError(numbers.status());
+  }
+  ctx.numbers = *numbers;
+  const Json* sel = kube::FindPath(ctx.cs, {"spec", "selector"});
+  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
+    Event(ctx.cs, true, "InvalidSelector", "spec.selector must select some pods");
+    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
+  }
+  ctx.selector = *std::move(selector);
+
+  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx.cs, ctx.selector));
+  if (kube::IsBeingDeleted(ctx.cs)) return kube::Result{};
+  for (Json& p : claimed) {
+    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    if (IsActive(p)) ctx.pods.push_back(std::move(p));
+  }
+  ASSIGN_OR_RETURN(auto revision, SyncRevisions(ctx));
+  if (!revision.has_value()) return kube::Result{absl::Seconds(1)};  // collision counted
+  ctx.current_revision_name = kube::GetString(ctx.cs, {"status", "currentRevision"}).value_or("");
+  bool current_known = false;
+  for (const Json& r : ctx.revisions) current_known |= kube::Name(r) == ctx.current_revision_name;
+  if (!current_known) ctx.current_revision_name = ctx.update_revision_name;
+
+  for (const Json& p : ctx.pods) {
+    ctx.views.push_back(ViewPod(p, ctx.spec, ctx.update_revision_name, ctx.now));
+  }
+  ctx.diffs = CalculateDiffs(ctx.spec, ctx.numbers, ctx.views);
+
+  absl::Status step = absl::OkStatus();
+  auto scaled = Scale(ctx);
+  if (!scaled.ok()) {
+    step = scaled.status();
+  } else if (!*scaled) {
+    auto refreshed = Refresh(ctx);
+    if (!refreshed.ok()) {
+      step = refreshed.status();
+    } else if (!*refreshed) {
+      auto updated = Update(ctx);
+      if (!updated.ok()) step = updated.status();
+    }
+  }
+  RETURN_IF_ERROR(WriteStatus(ctx));
+  // Prune history beyond the limit: revisions no pod uses, oldest first.
+  std::set<std::string> in_use = {ctx.update_revision_name, ctx.current_revision_name};
+  for (const PodView& v : ctx.views) in_use.insert(v.revision);
+  int excess = static_cast<int>(ctx.revisions.size()) - ctx.spec.revision_history_limit -
+               static_cast<int>(std::min<size_t>(in_use.size(), ctx.revisions.size()));
+  for (const Json& r : ctx.revisions) {
+    if (excess <= 0) break;
+    if (in_use.count(kube::Name(r))) continue;
+    absl::Status st = client_->Delete(res::ControllerRevisions(), req.ns, kube::Name(r));
+    if (!st.ok() && !kube::IsNotFound(st)) return st;
+    --excess;
+  }
+  if (!step.ok()) {
+    if (kube::IsConflict(step) || kube::IsNotFound(step)) return kube::Result{absl::Seconds(1)};
+    return step;
+  }
+  // A grace period or minReadySeconds is waited for by time, not by an event.
+  absl::Duration after = absl::ZeroDuration();
+  for (size_t i = 0; i < ctx.pods.size(); ++i) {
+    if (ctx.views[i].in_place_grace) after = absl::Seconds(1);
+    if (ctx.spec.min_ready_seconds > 0 && ctx.views[i].update_ready &&
+        !ctx.views[i].ready_long_enough) {
+      absl::Duration left =
+          ctx.views[i].ready_since + absl::Seconds(ctx.spec.min_ready_seconds) - ctx.now;
+      if (after == absl::ZeroDuration() || left < after) after = std::max(left, absl::Seconds(1));
+    }
+  }
+  return kube::Result{after};
+}
+
+// ---- Controller group -------------------------------------------------------------------------
+
+namespace {
+
+kube::IndexFunc ControllerUidIndex() {
+  return [](const Json& obj) -> std::vector<std::string> {
+    auto owner = kube::ControllerOf(obj);
+    if (!owner.has_value()) return {};
+    return {owner->uid};
+  };
+}
+
+// Pods owned by another controller keep only what adoption looks at.
+void CompactPodForCloneSets(Json& pod) {
+  auto owner = kube::ControllerOf(pod);
+  if (owner.has_value() && owner->kind != "CloneSet") {
+    Json meta = Json::object();
+    if (const Json* m = kube::Field(pod, "metadata"); m != nullptr && m->is_object()) {
+      for (const char* k : {"name", "namespace", "uid", "resourceVersion", "labels",
+                            "ownerReferences", "deletionTimestamp"}) {
+        if (m->contains(k)) meta[k] = (*m)[k];
+      }
+    }
+    pod = Json{{"metadata", std::move(meta)}};
+    return;
+  }
+  kube::CompactPodForControllers(pod);
+}
+
+void LabelsOnly(Json& obj) {
+  Json meta = Json::object();
+  if (const Json* m = kube::Field(obj, "metadata"); m != nullptr && m->is_object()) {
+    for (const char* k : {"name", "resourceVersion", "labels"}) {
+      if (m->contains(k)) meta[k] = (*m)[k];
+    }
+  }
+  obj = Json{{"metadata", std::move(meta)}};
+}
+
+}  // namespace
+
+std::vector<kube::InformerOptions> CloneSetInformerOptions() {
+  std::vector<kube::InformerOptions> out(5);
+  out[0].resource = res::CloneSets();
+  out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  out[1].resource = res::Pods();
+  out[1].transform = CompactPodForCloneSets;
+  out[1].indexers[kOwnerIndex] = ControllerUidIndex();
+  out[1].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  out[2].resource = res::ControllerRevisions();
+  out[2].indexers[kOwnerIndex] = ControllerUidIndex();
+  out[3].resource = res::PersistentVolumeClaims();
+  out[3].label_selector = kInstanceIdLabel;
+  out[3].indexers[kOwnerIndex] = ControllerUidIndex();
+  out[4].resource = res::Nodes();
+  out[4].transform = LabelsOnly;
+  return out;
+}
+
+namespace {
+
+class CloneSetGroup : public ControllerGroup {
+ public:
+  std::string Name() const override { return "cloneset"; }
+
+  absl::Status Register(const ControllerContext& ctx) override {
+    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
+      return absl::InvalidArgumentError("cloneset controller needs a client, manager and clock");
+    }
+    kube::ListOptions probe;
+    probe.limit = 1;
+    auto served = ctx.client->List(res::CloneSets(), "", probe);
+    if (!served.ok() && kube::IsNotFound(served.status())) {
+      Logger("cloneset")->warn("CloneSet CRD is not served: CloneSet controller off");
+      return absl::OkStatus();
+    }
+    auto make = [&](kube::InformerOptions o) {
+      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
+      ctx.manager->AddInformer(informers_.back().get());
+      return informers_.back().get();
+    };
+    std::vector<kube::InformerOptions> all = CloneSetInformerOptions();
+    CloneSetInformers inf;
+    inf.clonesets = make(all[0]);
+    inf.pods = make(all[1]);
+    inf.revisions = make(all[2]);
+    inf.pvcs = make(all[3]);
+    inf.nodes = make(all[4]);
+
+    CloneSetReconcilerOptions ro;
+    ro.clock = ctx.clock;
+    reconciler_ = std::make_unique<CloneSetReconciler>(ctx.client, inf, ctx.recorder, ro);
+    CloneSetReconciler* r = reconciler_.get();
+    for (kube::Informer* i : {inf.pods, inf.pvcs}) {
+      i->AddEventHandler({
+          .on_add = [r](const Json& obj) { r->ObserveCreate(obj); },
+          .on_update = [r](const Json&, const Json& obj) { r->ObserveUpdate(obj); },
+          .on_delete = [r](const Json& obj, bool) { r->ObserveDelete(obj); },
+      });
+    }
+    kube::ControllerOptions co;
+    co.clock = ctx.clock;
+    co.workers = ctx.workers("cloneset", 3);
+    controller_ = std::make_unique<kube::Controller>("cloneset", r, co);
+    controller_->Watch(inf.clonesets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.pods, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"),
+                       {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.pvcs, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
+    controller_->Watch(inf.revisions, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
+    // An orphan pod may be adopted by the CloneSets of its namespace whose selector matches it.
+    kube::Informer* sets = inf.clonesets;
+    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
+                         std::vector<kube::Request> out;
+                         if (kube::ControllerOf(pod).has_value()) return out;
+                         auto in_ns = sets->store().ByIndex(kube::kNamespaceIndex,
+                                                            kube::Namespace(pod));
+                         if (!in_ns.ok()) return out;
+                         for (const auto& cs : *in_ns) {
+                           const Json* s = kube::FindPath(*cs, {"spec", "selector"});
+                           auto sel = kube::LabelSelector::FromJson(s != nullptr ? *s : Json());
+                           if (sel.ok() && !sel->matches_everything() && sel->MatchesObject(pod)) {
+                             out.push_back({kube::Namespace(*cs), kube::Name(*cs)});
+                           }
+                         }
+                         return out;
+                       }));
+    ctx.manager->Add(controller_.get());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<CloneSetReconciler> reconciler_;
+  std::unique_ptr<kube::Controller> controller_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerGroup> NewCloneSetControllerGroup() {
+  return std::make_unique<CloneSetGroup>();
+}
+
+}  // namespace kruise::manager::cloneset

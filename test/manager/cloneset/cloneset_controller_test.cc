@@ -1,0 +1,423 @@
+// CloneSet controller runs against the fake API server: real REST client and informers, fake
+// clock; the test plays the kubelet (pods become ready, restarted containers get new IDs) and
+// calls Reconcile itself, so every step is deterministic.
+
+#include "manager/cloneset/cloneset_controller.h"
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kube/informer.h"
+#include "kube/object.h"
+#include "kube/rest_client.h"
+#include "manager/cloneset/cloneset_api.h"
+#include "manager/inplace/inplace_update.h"
+#include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/fake_clock.h"
+
+namespace kruise::manager::cloneset {
+namespace {
+
+using kube::Json;
+constexpr char kSets[] = "clonesets.apps.kruise.io";
+constexpr char kRevisions[] = "controllerrevisions.apps";
+
+class CloneSetControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    testing::FakeApiServerOptions so;
+    so.clock = &clock_;
+    server_ = std::make_unique<testing::FakeApiServer>(so);
+    ASSERT_TRUE(server_->Start().ok());
+    kube::RestConfig cfg;
+    cfg.host = server_->base_url();
+    cfg.qps = 0;
+    auto client = kube::RestKubeClient::Create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    for (kube::InformerOptions& o : CloneSetInformerOptions()) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+    }
+    CloneSetInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
+                          informers_[3].get(), informers_[4].get()};
+    CloneSetReconcilerOptions ro;
+    ro.clock = &clock_;
+    reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, nullptr, ro);
+    CloneSetReconciler* r = reconciler_.get();
+    for (kube::Informer* i : {inf.pods, inf.pvcs}) {
+      i->AddEventHandler({
+          .on_add = [r](const Json& obj) { r->ObserveCreate(obj); },
+          .on_update = [r](const Json&, const Json& obj) { r->ObserveUpdate(obj); },
+          .on_delete = [r](const Json& obj, bool) { r->ObserveDelete(obj); },
+      });
+    }
+    for (auto& i : informers_) i->Start();
+    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+  }
+
+  void TearDown() override {
+    for (auto& i : informers_) i->RequestStop();
+    for (auto& i : informers_) i->Stop();
+  }
+
+  static Json Template(const std::string& image) {
+    return {{"metadata", {{"labels", {{"app", "web"}}}}},
+            {"spec",
+             {{"containers", {{{"name", "main"}, {"image", image}}}},
+              {"restartPolicy", "Always"}}}};
+  }
+
+  void CreateSet(int replicas, Json update_strategy = Json::object(), Json extra = {}) {
+    Json cs = {{"apiVersion", "apps.kruise.io/v1alpha1"},
+               {"kind", "CloneSet"},
+               {"metadata", {{"name", "web"}, {"namespace", "default"}}},
+               {"spec",
+                {{"replicas", replicas},
+                 {"selector", {{"matchLabels", {{"app", "web"}}}}},
+                 {"template", Template("registry.local/app:v1")},
+                 {"updateStrategy", update_strategy}}}};
+    if (extra.is_object()) cs["spec"].update(extra);
+    ASSERT_TRUE(server_->Seed(kSets, cs).ok());
+  }
+
+  void PatchSpec(const Json& spec_patch) {
+    Json cs = *server_->Get(kSets, "default", "web");
+    cs["spec"].merge_patch(spec_patch);
+    cs["metadata"]["generation"] = kube::Generation(cs) + 1;
+    ASSERT_TRUE(server_->Put(kSets, cs).ok());
+  }
+
+  // Waits until every informer holds what the server holds.
+  void Sync() {
+    const std::vector<std::string> names = {kSets, "pods", kRevisions, "persistentvolumeclaims"};
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      bool same = true;
+      for (size_t i = 0; i < names.size() && same; ++i) {
+        std::vector<Json> objs = server_->List(names[i]);
+        size_t expected = 0;
+        for (const Json& o : objs) {
+          if (i == 3 && !kube::Label(o, kInstanceIdLabel).has_value()) continue;
+          ++expected;
+          auto cached = informers_[i]->store().Get(kube::StoreKey(o));
+          if (cached == nullptr || kube::ResourceVersion(*cached) != kube::ResourceVersion(o)) {
+            same = false;
+          }
+        }
+        if (informers_[i]->store().size() != expected) same = false;
+      }
+      if (same) return;
+      absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
+    }
+    FAIL() << "informers did not catch up";
+  }
+
+  kube::Result Reconcile(bool sync = true) {
+    if (sync) Sync();
+    auto r = reconciler_->Reconcile({"default", "web"});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : kube::Result{};
+  }
+
+  std::vector<Json> Pods() { return server_->List("pods", "default"); }
+  Json Set() { return *server_->Get(kSets, "default", "web"); }
+
+  // The kubelet: scheduled, running and ready (InPlaceUpdateReady as the controller left it).
+  void MakeReady(const std::string& name) {
+    Json pod = *server_->Get("pods", "default", name);
+    pod["spec"]["nodeName"] = "node-a";
+    Json& status = pod["status"];
+    status["phase"] = "Running";
+    Json conds = Json::array();
+    if (status.contains("conditions")) {
+      for (const Json& c : status["conditions"]) {
+        if (c["type"] != "Ready") conds.push_back(c);
+      }
+    }
+    bool gate_ok = true;
+    for (const Json& c : conds) {
+      if (c["type"] == inplace::kInPlaceUpdateReadyCondition && c["status"] != "True") gate_ok = false;
+    }
+    conds.push_back({{"type", "Ready"},
+                     {"status", gate_ok ? "True" : "False"},
+                     {"lastTransitionTime", kube::FormatRfc3339(clock_.Now())}});
+    status["conditions"] = conds;
+    if (!status.contains("containerStatuses")) {
+      status["containerStatuses"] = {{{"name", "main"},
+                                      {"ready", true},
+                                      {"restartCount", 0},
+                                      {"image", pod["spec"]["containers"][0]["image"]},
+                                      {"imageID", "sha256:aaa"},
+                                      {"containerID", "containerd://" + name + "-0"},
+                                      {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}}};
+    }
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+
+  // The kubelet restarts a container whose image changed (same digest: the imageID stays).
+  void RestartChanged(const std::string& name) {
+    Json pod = *server_->Get("pods", "default", name);
+    Json& cs = pod["status"]["containerStatuses"][0];
+    if (cs["image"] == pod["spec"]["containers"][0]["image"]) return;
+    cs["image"] = pod["spec"]["containers"][0]["image"];
+    cs["restartCount"] = cs["restartCount"].get<int>() + 1;
+    cs["containerID"] = "containerd://" + name + "-" + std::to_string(cs["restartCount"].get<int>());
+    clock_.Advance(absl::Seconds(2));
+    cs["state"] = {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}};
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<testing::FakeApiServer> server_;
+  std::unique_ptr<kube::RestKubeClient> client_;
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<CloneSetReconciler> reconciler_;
+};
+
+TEST_F(CloneSetControllerTest, ScaleUpCreatesNamedPodsWithGateRevisionAndPvcs) {
+  CreateSet(3, Json::object(),
+            {{"volumeClaimTemplates",
+              {{{"metadata", {{"name", "data"}}},
+                {"spec", {{"accessModes", {"ReadWriteOnce"}},
+                          {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}}});
+  Reconcile();
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 3u);
+  auto revisions = server_->List(kRevisions, "default");
+  ASSERT_EQ(revisions.size(), 1u);
+  const std::string rev = kube::Name(revisions[0]);
+  EXPECT_THAT(rev, ::testing::StartsWith("web-"));
+  std::set<std::string> ids;
+  for (const Json& p : pods) {
+    const std::string id = *kube::Label(p, kInstanceIdLabel);
+    ids.insert(id);
+    EXPECT_EQ(kube::Name(p), "web-" + id);
+    EXPECT_EQ(kube::Label(p, "controller-revision-hash"), rev);
+    EXPECT_EQ(kube::Label(p, kLifecycleStateLabel), kStateNormal);
+    EXPECT_EQ(kube::ControllerOf(p)->kind, "CloneSet");
+    EXPECT_EQ(p["spec"]["readinessGates"][0]["conditionType"], "InPlaceUpdateReady");
+    EXPECT_EQ(p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "data-web-" + id);
+    auto pvc = server_->Get("persistentvolumeclaims", "default", "data-web-" + id);
+    ASSERT_TRUE(pvc.ok());
+    EXPECT_EQ(kube::Label(*pvc, kInstanceIdLabel), id);
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  // Next pass: InPlaceUpdateReady starts True; status is written.
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) {
+    ASSERT_TRUE(p["status"].contains("conditions")) << p.dump();
+    EXPECT_EQ(p["status"]["conditions"][0]["type"], "InPlaceUpdateReady");
+    EXPECT_EQ(p["status"]["conditions"][0]["status"], "True");
+  }
+  Json st = Set()["status"];
+  EXPECT_EQ(st["replicas"], 3);
+  EXPECT_EQ(st["updatedReplicas"], 3);
+  EXPECT_EQ(st["updateRevision"], rev);
+  EXPECT_EQ(st["currentRevision"], rev);
+  EXPECT_EQ(st["labelSelector"], "app=web");
+  EXPECT_EQ(st["readyReplicas"], 0);
+}
+
+TEST_F(CloneSetControllerTest, StaleCacheNeverCreatesTwice) {
+  CreateSet(4);
+  Reconcile();
+  ASSERT_EQ(Pods().size(), 4u);
+  // The cache has not seen the pods yet: expectations hold the next passes back.
+  for (int i = 0; i < 3; ++i) Reconcile(/*sync=*/false);
+  EXPECT_EQ(Pods().size(), 4u);
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 4u);
+}
+
+TEST_F(CloneSetControllerTest, ScaleDownDeletesPodsAndTheirPvcs) {
+  CreateSet(3, Json::object(),
+            {{"volumeClaimTemplates", {{{"metadata", {{"name", "data"}}}, {"spec", Json::object()}}}}});
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 1u);
+  auto pvcs = server_->List("persistentvolumeclaims", "default");
+  ASSERT_EQ(pvcs.size(), 1u);
+  EXPECT_EQ(kube::Label(pvcs[0], kInstanceIdLabel), kube::Label(pods[0], kInstanceIdLabel));
+}
+
+TEST_F(CloneSetControllerTest, PodsToDeleteIsReplaced) {
+  CreateSet(2);
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  const std::string victim = kube::Name(Pods()[0]);
+  PatchSpec({{"scaleStrategy", {{"podsToDelete", {victim}}}}});
+  Reconcile();  // delete
+  EXPECT_FALSE(server_->Get("pods", "default", victim).ok());
+  Reconcile();  // replace
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 2u);
+  for (const Json& p : pods) EXPECT_NE(kube::Name(p), victim);
+}
+
+TEST_F(CloneSetControllerTest, InPlaceUpdateKeepsPodsAndRespectsMaxUnavailable) {
+  CreateSet(3, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}});
+  Reconcile();
+  Reconcile();  // InPlaceUpdateReady True
+  std::map<std::string, std::string> uids;
+  for (const Json& p : Pods()) {
+    MakeReady(kube::Name(p));
+    uids[kube::Name(p)] = kube::Uid(p);
+  }
+  Reconcile();
+  // A tag change that keeps the digest (the kubelet reports the same imageID).
+  PatchSpec({{"template", Template("registry.local/app:v1-same-digest")}});
+  int rounds = 0;
+  while (rounds++ < 20) {
+    Reconcile();
+    int unready = 0, updated = 0;
+    for (const Json& p : Pods()) {
+      const Json* ready = nullptr;
+      for (const Json& c : p["status"]["conditions"]) {
+        if (c["type"] == "InPlaceUpdateReady") ready = &c;
+      }
+      if (ready == nullptr || (*ready)["status"] != "True") ++unready;
+      if (p["spec"]["containers"][0]["image"] == "registry.local/app:v1-same-digest") ++updated;
+    }
+    EXPECT_LE(unready, 1) << "maxUnavailable 1";
+    if (updated == 3 && unready == 0) break;
+    for (const Json& p : Pods()) {
+      RestartChanged(kube::Name(p));
+      MakeReady(kube::Name(p));
+    }
+  }
+  ASSERT_LT(rounds, 20) << "the update did not complete";
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));  // the kubelet sees the gate True
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 3u);
+  for (const Json& p : pods) {
+    EXPECT_EQ(uids[kube::Name(p)], kube::Uid(p)) << "the pod was recreated";
+    EXPECT_EQ(p["status"]["containerStatuses"][0]["restartCount"], 1) << "restarted once";
+    EXPECT_EQ(kube::Label(p, kLifecycleStateLabel), kStateNormal);
+    EXPECT_TRUE(kube::Annotation(p, inplace::kInPlaceUpdateStateAnnotation).has_value());
+  }
+  Reconcile();
+  Json st = Set()["status"];
+  EXPECT_EQ(st["updatedReplicas"], 3);
+  EXPECT_EQ(st["updatedReadyReplicas"], 3);
+  EXPECT_EQ(st["currentRevision"], st["updateRevision"]);
+}
+
+TEST_F(CloneSetControllerTest, PartitionKeepsOldPods) {
+  CreateSet(3, {{"type", "InPlaceIfPossible"}, {"partition", 2}, {"maxUnavailable", 3}});
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  for (int i = 0; i < 4; ++i) Reconcile();
+  int updated = 0;
+  for (const Json& p : Pods()) {
+    if (p["spec"]["containers"][0]["image"] == "registry.local/app:v2") ++updated;
+  }
+  EXPECT_EQ(updated, 1);
+  EXPECT_EQ(Set()["status"]["expectedUpdatedReplicas"], 1);
+}
+
+TEST_F(CloneSetControllerTest, ReCreateMarksDeletesAndReplaces) {
+  CreateSet(1, {{"type", "ReCreate"}});
+  Reconcile();
+  Reconcile();  // InPlaceUpdateReady True
+  const std::string first = kube::Name(Pods()[0]);
+  MakeReady(first);
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  Reconcile();  // mark
+  EXPECT_EQ(kube::Label(*server_->Get("pods", "default", first), kSpecifiedDeleteLabel), "true");
+  Reconcile();  // delete
+  Reconcile();  // create at the new revision
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 1u);
+  EXPECT_NE(kube::Name(pods[0]), first);
+  EXPECT_EQ(pods[0]["spec"]["containers"][0]["image"], "registry.local/app:v2");
+}
+
+TEST_F(CloneSetControllerTest, InPlaceOnlyRefusesAnEnvChange) {
+  CreateSet(1, {{"type", "InPlaceOnly"}});
+  Reconcile();
+  MakeReady(kube::Name(Pods()[0]));
+  Json tmpl = Template("registry.local/app:v1");
+  tmpl["spec"]["containers"][0]["env"] = {{{"name", "A"}, {"value", "1"}}};
+  PatchSpec({{"template", tmpl}});
+  Sync();
+  Reconcile();  // refresh (InPlaceUpdateReady True)
+  Sync();
+  auto r = reconciler_->Reconcile({"default", "web"});
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("env"));
+  EXPECT_EQ(Pods().size(), 1u);
+}
+
+TEST_F(CloneSetControllerTest, PreDeleteHookHoldsThePod) {
+  CreateSet(2, Json::object(),
+            {{"lifecycle", {{"preDelete", {{"labelsHandler", {{"example.com/hold", "true"}}}}}}}});
+  Reconcile();
+  for (const Json& p : Pods()) {
+    MakeReady(kube::Name(p));
+    Json pod = *server_->Get("pods", "default", kube::Name(p));
+    pod["metadata"]["labels"]["example.com/hold"] = "true";
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  auto pods = Pods();
+  ASSERT_EQ(pods.size(), 2u);
+  std::string held;
+  for (const Json& p : pods) {
+    if (kube::Label(p, kLifecycleStateLabel) == kStatePreparingDelete) held = kube::Name(p);
+  }
+  ASSERT_FALSE(held.empty());
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 2u) << "the hook still holds it";
+  Json pod = *server_->Get("pods", "default", held);
+  pod["metadata"]["labels"].erase("example.com/hold");
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 1u);
+  EXPECT_FALSE(server_->Get("pods", "default", held).ok());
+}
+
+TEST_F(CloneSetControllerTest, AdoptsOrphansAndReleasesMismatches) {
+  Json orphan = {{"metadata", {{"name", "orphan"}, {"namespace", "default"},
+                               {"labels", {{"app", "web"}}}}},
+                 {"spec", {{"containers", {{{"name", "main"}, {"image", "x"}}}}}}};
+  ASSERT_TRUE(server_->Seed("pods", orphan).ok());
+  CreateSet(1, {{"paused", true}});  // paused: the adopted pod is not replaced by an update
+  Reconcile();
+  auto adopted = *server_->Get("pods", "default", "orphan");
+  ASSERT_TRUE(kube::ControllerOf(adopted).has_value());
+  EXPECT_EQ(kube::ControllerOf(adopted)->name, "web");
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 1u) << "the adopted pod counts";
+  adopted["metadata"]["labels"]["app"] = "other";
+  ASSERT_TRUE(server_->Put("pods", adopted).ok());
+  Reconcile();
+  EXPECT_FALSE(kube::ControllerOf(*server_->Get("pods", "default", "orphan")).has_value());
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 2u) << "a new pod replaces the released one";
+}
+
+TEST_F(CloneSetControllerTest, PausedStopsUpdates) {
+  CreateSet(2, {{"type", "InPlaceIfPossible"}, {"paused", true}});
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  for (int i = 0; i < 3; ++i) Reconcile();
+  for (const Json& p : Pods()) {
+    EXPECT_EQ(p["spec"]["containers"][0]["image"], "registry.local/app:v1");
+  }
+}
+
+}  // namespace
+}  // namespace kruise::manager::cloneset
