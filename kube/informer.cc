@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "common/logging.h"
 #include "kube/errors.h"
+#include "kube/object.h"
 
 namespace kruise::kube {
 namespace {
@@ -32,6 +33,117 @@ void StripManagedFields(Json& obj) {
     a->erase("kubectl.kubernetes.io/last-applied-configuration");
     if (a->empty()) m->erase("annotations");
   }
+}
+
+namespace {
+
+// The members `keys` of object `from` (those present and not null).
+Json Pick(const Json& from, std::initializer_list<const char*> keys) {
+  Json out = Json::object();
+  if (!from.is_object()) return out;
+  for (const char* k : keys) {
+    if (auto it = from.find(k); it != from.end() && !it->is_null()) out[k] = *it;
+  }
+  return out;
+}
+
+}  // namespace
+
+void CompactPodForWorkloads(Json& pod) {
+  if (!pod.is_object()) return;
+  StripManagedFields(pod);
+  Json out = Pick(pod, {"apiVersion", "kind"});
+  if (const Json* m = Field(pod, "metadata"); m != nullptr) {
+    out["metadata"] = Pick(*m, {"name", "namespace", "uid", "resourceVersion", "generation",
+                                "labels", "annotations", "ownerReferences", "finalizers",
+                                "creationTimestamp", "deletionTimestamp",
+                                "deletionGracePeriodSeconds"});
+  }
+  Json spec = Json::object();
+  if (const Json* s = Field(pod, "spec"); s != nullptr) {
+    spec = Pick(*s, {"nodeName", "readinessGates"});
+    if (const Json* cs = Field(*s, "containers"); cs != nullptr && cs->is_array()) {
+      spec["containers"] = Json::array();
+      for (const Json& c : *cs) spec["containers"].push_back(Pick(c, {"name", "image"}));
+    }
+  }
+  out["spec"] = std::move(spec);
+  if (const Json* st = Field(pod, "status"); st != nullptr && st->is_object()) {
+    Json status = Pick(*st, {"phase"});
+    if (const Json* conds = Field(*st, "conditions"); conds != nullptr && conds->is_array()) {
+      status["conditions"] = Json::array();
+      for (const Json& c : *conds) {
+        status["conditions"].push_back(Pick(c, {"type", "status", "lastTransitionTime", "reason"}));
+      }
+    }
+    if (const Json* cs = Field(*st, "containerStatuses"); cs != nullptr && cs->is_array()) {
+      status["containerStatuses"] = Json::array();
+      for (const Json& c : *cs) {
+        Json kept = Pick(c, {"name", "image", "imageID", "containerID", "restartCount", "ready"});
+        if (const Json* started = FindPath(c, {"state", "running", "startedAt"}); started != nullptr) {
+          kept["state"]["running"]["startedAt"] = *started;
+        }
+        status["containerStatuses"].push_back(std::move(kept));
+      }
+    }
+    out["status"] = std::move(status);
+  }
+  pod = std::move(out);
+}
+
+bool HasController(const Json& obj) {
+  const Json* refs = FindPath(obj, {"metadata", "ownerReferences"});
+  if (refs == nullptr || !refs->is_array()) return false;
+  for (const Json& r : *refs) {
+    if (r.is_object() && r.value("controller", false)) return true;
+  }
+  return false;
+}
+
+void CompactPodForManager(Json& pod) {
+  if (!pod.is_object()) return;
+  auto meta = pod.find("metadata");
+  bool full = true;
+  std::string controller_kind;
+  if (meta != pod.end() && meta->is_object()) {
+    auto refs = meta->find("ownerReferences");
+    if (refs != meta->end() && refs->is_array()) {
+      for (const Json& r : *refs) {
+        if (!r.is_object() || !r.value("controller", false)) continue;
+        const std::string api_version = r.value("apiVersion", "");
+        controller_kind = r.value("kind", "");
+        full = api_version.rfind("apps.kruise.io/", 0) == 0 &&
+               (controller_kind == "CloneSet" || controller_kind == "StatefulSet" ||
+                controller_kind == "DaemonSet");
+        break;
+      }
+    }
+  }
+  if (full) {
+    CompactPodForWorkloads(pod);
+    return;
+  }
+  Json out = Json::object();
+  Json kept = Json::object();
+  if (meta != pod.end() && meta->is_object()) {
+    for (const char* f : {"name", "namespace", "uid", "resourceVersion", "labels",
+                          "deletionTimestamp"}) {
+      if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    // Only that it has a controller, and its kind: full references cost a third of the cache.
+    kept["ownerReferences"] = Json::array({{{"controller", true}, {"kind", controller_kind}}});
+  }
+  out["metadata"] = std::move(kept);
+  for (const char* f : {"apiVersion", "kind"}) {
+    if (auto it = pod.find(f); it != pod.end() && it->is_string()) out[f] = std::move(*it);
+  }
+  if (const Json* n = FindPath(pod, {"spec", "nodeName"}); n != nullptr && n->is_string()) {
+    out["spec"]["nodeName"] = *n;
+  }
+  if (const Json* p = FindPath(pod, {"status", "phase"}); p != nullptr && p->is_string()) {
+    out["status"]["phase"] = *p;
+  }
+  pod = std::move(out);
 }
 
 void CompactPodForControllers(Json& pod) {

@@ -62,6 +62,23 @@ void StripManagedFields(Json& obj);
 // nodeName, restartPolicy, terminationGracePeriodSeconds, readinessGates, container names,
 // images, pull policy, resources, lifecycle (preStop) and ports, and the rest of status.
 void CompactPodForControllers(Json& pod);
+// What the workload controllers (CloneSet, ...) read of the pods they own: metadata (labels,
+// annotations, owners, finalizers, times), spec.nodeName, readinessGates, containers' names and
+// images; status phase, conditions (type, status, lastTransitionTime, reason) and container
+// statuses (name, image, imageID, containerID, restartCount, ready, running.startedAt). Writers
+// must patch single fields (a whole condition written back from this cache would lose its
+// message).
+void CompactPodForWorkloads(Json& pod);
+// The transform of kruise-manager's one pod cache, shared by its controllers: pods whose controller
+// is a Kruise workload (apps.kruise.io CloneSet, StatefulSet, DaemonSet) or that have no controller
+// (adoption candidates) as CompactPodForWorkloads keeps them; any other pod reduced to what
+// selectors need: metadata name, namespace, uid, resourceVersion, labels and deletionTimestamp,
+// spec.nodeName, status.phase, and as ownerReferences only [{controller: true, kind}] (so
+// kube::ControllerOf, which wants complete references, finds none: use HasController).
+// With full references 30k pods took 8 MiB more.
+void CompactPodForManager(Json& pod);
+// Whether any ownerReference of `obj` has controller: true (also the reduced ones above).
+bool HasController(const Json& obj);
 
 struct InformerOptions {
   Resource resource;

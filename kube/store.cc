@@ -32,6 +32,30 @@ IndexFunc NamespaceIndexFunc() {
   };
 }
 
+IndexFunc ControllerUidIndexFunc() {
+  return [](const Json& obj) -> std::vector<std::string> {
+    const Json* refs = nullptr;
+    if (obj.is_object()) {
+      auto m = obj.find("metadata");
+      if (m != obj.end() && m->is_object()) {
+        auto r = m->find("ownerReferences");
+        if (r != m->end() && r->is_array()) refs = &*r;
+      }
+    }
+    if (!refs) return {};
+    for (const Json& ref : *refs) {
+      if (!ref.is_object()) continue;
+      auto c = ref.find("controller");
+      auto uid = ref.find("uid");
+      if (c != ref.end() && c->is_boolean() && c->get<bool>() && uid != ref.end() &&
+          uid->is_string()) {
+        return {uid->get<std::string>()};
+      }
+    }
+    return {};
+  };
+}
+
 IndexFunc OwnerUidIndexFunc() {
   return [](const Json& obj) -> std::vector<std::string> {
     std::vector<std::string> out;

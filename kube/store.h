@@ -47,6 +47,8 @@ inline constexpr char kNamespaceIndex[] = "namespace";
 inline constexpr char kOwnerUidIndex[] = "owner-uid";
 IndexFunc NamespaceIndexFunc();  // metadata.namespace
 IndexFunc OwnerUidIndexFunc();   // metadata.ownerReferences[*].uid
+inline constexpr char kControllerUidIndex[] = "controller-uid";
+IndexFunc ControllerUidIndexFunc();  // the uid of the ownerReference with controller: true
 // The string at a JSON pointer such as "/spec/nodeName" (no value when absent or not a string).
 IndexFunc FieldIndexFunc(const std::string& json_pointer);
 

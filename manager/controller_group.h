@@ -22,14 +22,58 @@
 #include "common/clock.h"
 #include "kube/client.h"
 #include "kube/event_recorder.h"
+#include "kube/informer.h"
 #include "kube/manager.h"
+#include "kube/object.h"
+#include "kube/resources.h"
 
 namespace kruise::manager {
+
+// Informers several groups read, created on first use so that a manager whose controllers need no
+// pods caches none. One pod cache for all controllers (30k pods are the manager's largest cache):
+// kube::CompactPodForManager keeps full objects only for pods of Kruise workloads, indexed by
+// namespace and by controller uid.
+class SharedInformers {
+ public:
+  // Pods without a controller (candidates for adoption), by namespace.
+  static constexpr char kOrphanNamespaceIndex[] = "orphan-namespace";
+  // All must outlive this object.
+  SharedInformers(kube::KubeClient* client, Clock* clock, kube::Manager* manager)
+      : client_(client), clock_(clock), manager_(manager) {}
+  static kube::InformerOptions PodOptions() {
+    kube::InformerOptions o;
+    o.resource = kube::resources::Pods();
+    o.transform = kube::CompactPodForManager;
+    o.indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+    o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+    o.indexers[kOrphanNamespaceIndex] = [](const kube::Json& pod) -> std::vector<std::string> {
+      if (kube::HasController(pod)) return {};
+      return {kube::Namespace(pod)};
+    };
+    return o;
+  }
+  // Register() time only (before Manager::Run).
+  kube::Informer* Pods() {
+    if (pods_ == nullptr) {
+      pods_ = std::make_unique<kube::Informer>(client_, clock_, PodOptions());
+      manager_->AddInformer(pods_.get());
+    }
+    return pods_.get();
+  }
+
+ private:
+  kube::KubeClient* const client_;
+  Clock* const clock_;
+  kube::Manager* const manager_;
+  std::unique_ptr<kube::Informer> pods_;
+};
 
 struct ControllerContext {
   kube::KubeClient* client = nullptr;
   kube::Manager* manager = nullptr;
   kube::EventRecorder* recorder = nullptr;
+  // Informers shared between groups; null: a group makes its own.
+  SharedInformers* shared = nullptr;
   Clock* clock = Clock::Real();
   // Namespace of the manager itself (POD_NAMESPACE, default kruise-system).
   std::string namespace_name = "kruise-system";

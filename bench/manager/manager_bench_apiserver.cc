@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
   int images_per_node = 4;
   bool node_images = true;
   int node_status_images = 25;
+  int cloneset_pods = 5000;
   app.add_option("--addr", addr, "host:port to listen on (port 0: any free port)");
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
   app.add_option("--stats-file", stats_file, "write 'writes <n>' here every 250 ms");
@@ -212,6 +213,8 @@ int main(int argc, char** argv) {
   app.add_option("--node-images", node_images, "one NodeImage per node (true|false)");
   app.add_option("--node-status-images", node_status_images,
                  "images a Node's status lists (kubelet reports up to 50)");
+  app.add_option("--cloneset-pods", cloneset_pods,
+                 "the first N pods belong to 50 paused CloneSets (the rest to ReplicaSets)");
   CLI11_PARSE(app, argc, argv);
   namespaces = std::max(1, namespaces);
   jobs = std::max(1, jobs);
@@ -271,10 +274,44 @@ int main(int argc, char** argv) {
            RealisticNodeImage(node, job_objs, images_per_node, i, done));
     }
   }
+  // MakeRealisticPod gives pod i the owner "app-<i % 50>" (a CloneSet). The first
+  // --cloneset-pods keep it, and their 50 CloneSets exist, paused (so an idle manager only writes
+  // each one's first revision and status); the others belong to ReplicaSets.
+  constexpr int kApps = 50;
+  std::vector<int> per_app(kApps, 0);
+  for (int i = 0; i < std::min(pods, cloneset_pods); ++i) ++per_app[i % kApps];
+  std::vector<std::string> set_uids(kApps);
+  for (int a = 0; a < kApps; ++a) {
+    if (per_app[a] == 0) continue;
+    Json probe = kruise::testing::MakeRealisticPod("x", "x", "", a);
+    const std::string app_name = absl::StrCat("app-", a);
+    Json tmpl = {{"metadata", {{"labels", {{"app", app_name}}}}},
+                 {"spec", {{"containers", probe["spec"]["containers"]}}}};
+    Json cs = {{"apiVersion", "apps.kruise.io/v1alpha1"},
+               {"kind", "CloneSet"},
+               {"metadata", {{"name", app_name}, {"namespace", absl::StrCat("ns-", a % namespaces)}}},
+               {"spec",
+                {{"replicas", per_app[a]},
+                 {"selector", {{"matchLabels", {{"app", app_name}}}}},
+                 {"template", tmpl},
+                 {"updateStrategy", {{"type", "InPlaceIfPossible"}, {"paused", true}}}}}};
+    set_uids[a] = seed("clonesets.apps.kruise.io", cs)["metadata"]["uid"].get<std::string>();
+  }
   for (int i = 0; i < pods; ++i) {
     std::string node = nodes > 0 ? absl::StrCat("node-", i % nodes) : "";
-    seed("pods", kruise::testing::MakeRealisticPod(absl::StrCat("ns-", i % namespaces),
-                                                   absl::StrCat("pod-", i), node, i));
+    // A CloneSet's pods live in its namespace.
+    const int ns = i < cloneset_pods ? (i % kApps) % namespaces : i % namespaces;
+    Json pod = kruise::testing::MakeRealisticPod(absl::StrCat("ns-", ns), absl::StrCat("pod-", i),
+                                                 node, i);
+    Json& owner = pod["metadata"]["ownerReferences"][0];
+    if (i < cloneset_pods) {
+      owner["uid"] = set_uids[i % kApps];
+    } else {
+      owner["apiVersion"] = "apps/v1";
+      owner["kind"] = "ReplicaSet";
+      owner["name"] = absl::StrCat(owner["name"].get<std::string>(), "-5d8f7c9b6d");
+    }
+    seed("pods", pod);
   }
   if (absl::Status st = server.Start(); !st.ok()) {
     std::cerr << "start: " << st << "\n";
@@ -305,7 +342,8 @@ int main(int argc, char** argv) {
     }
   }
   std::cerr << "manager-bench-apiserver serving on " << server.base_url() << ": " << nodes
-            << " nodes, " << (node_images ? nodes : 0) << " NodeImages, " << pods << " pods\n";
+            << " nodes, " << (node_images ? nodes : 0) << " NodeImages, " << pods << " pods ("
+            << std::min(pods, cloneset_pods) << " of CloneSets)\n";
   int sig = 0;
   sigwait(&signals, &sig);
   stop = true;

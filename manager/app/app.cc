@@ -377,7 +377,9 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   event_opts.component = "kruise-manager";
   event_opts.clock = clock;
   kube::EventRecorder recorder(client.get(), event_opts);
+  SharedInformers shared(client.get(), clock, &manager);
   ControllerContext ctx;
+  ctx.shared = &shared;
   ctx.client = client.get();
   ctx.manager = &manager;
   ctx.recorder = &recorder;

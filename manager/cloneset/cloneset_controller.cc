@@ -68,16 +68,13 @@ void ConditionOps(const Json& pod, const std::vector<Json>& conditions, Json* op
     if (have) {
       for (size_t i = 0; i < conds->size(); ++i) {
         if ((*conds)[i].is_object() && (*conds)[i].value("type", "") == c.value("type", "")) {
-          Json merged = (*conds)[i];
-          if (merged.value("status", "") != c.value("status", "")) {
-            merged["lastTransitionTime"] = c.value("lastTransitionTime", "");
+          // Field by field: the cache does not hold every field of a condition (its message).
+          const std::string base = absl::StrCat("/status/conditions/", i, "/");
+          const bool flips = (*conds)[i].value("status", "") != c.value("status", "");
+          for (const auto& [k, v] : c.items()) {
+            if (k == "type" || (k == "lastTransitionTime" && !flips)) continue;
+            ops->push_back({{"op", "add"}, {"path", base + k}, {"value", v}});
           }
-          for (const char* k : {"status", "reason", "message"}) {
-            if (c.contains(k)) merged[k] = c[k];
-          }
-          if (c.contains("lastProbeTime")) merged["lastProbeTime"] = c["lastProbeTime"];
-          ops->push_back({{"op", "replace"}, {"path", absl::StrCat("/status/conditions/", i)},
-                          {"value", merged}});
           replaced = true;
           break;
         }
@@ -222,8 +219,18 @@ void CloneSetReconciler::Event(const Json& cs, bool warning, const std::string& 
 
 absl::StatusOr<Json> CloneSetReconciler::PatchPod(const Json& pod, const Json& ops,
                                                   const std::string& subresource) {
-  ASSIGN_OR_RETURN(Json patched, client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                                                kube::PatchType::kJson, ops, subresource));
+  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
+                               kube::PatchType::kJson, ops, subresource);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
+    // bad patch by looking at the pod now.
+    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
+    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
+      return absl::AbortedError(absl::StrCat("pod ", kube::Name(pod),
+                                             " changed since the cache saw it; retrying"));
+    }
+  }
+  ASSIGN_OR_RETURN(Json patched, std::move(result));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
 }
@@ -244,7 +251,7 @@ absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
   std::vector<Json> out;
   const std::string uid = kube::Uid(cs);
   std::set<std::string> seen;
-  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kOwnerIndex, uid));
+  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
   for (const auto& p : owned) {
     auto owner = kube::ControllerOf(*p);
     if (!owner.has_value() || owner->uid != uid) continue;
@@ -268,10 +275,10 @@ absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
                                                  ": it no longer matches the selector"));
   }
   if (kube::IsBeingDeleted(cs)) return out;
-  ASSIGN_OR_RETURN(auto in_ns, inf_.pods->store().ByIndex(kube::kNamespaceIndex,
+  ASSIGN_OR_RETURN(auto in_ns, inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex,
                                                           kube::Namespace(cs)));
   for (const auto& p : in_ns) {
-    if (seen.count(kube::Name(*p)) || kube::ControllerOf(*p).has_value() ||
+    if (seen.count(kube::Name(*p)) || kube::HasController(*p) ||
         kube::IsBeingDeleted(*p) || !selector.MatchesObject(*p)) {
       continue;
     }
@@ -292,7 +299,7 @@ absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
 }
 
 absl::StatusOr<std::optional<Json>> CloneSetReconciler::SyncRevisions(Context& ctx) {
-  ASSIGN_OR_RETURN(auto owned, inf_.revisions->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+  ASSIGN_OR_RETURN(auto owned, inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
   for (const auto& r : owned) ctx.revisions.push_back(*r);
   std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
     return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
@@ -353,7 +360,7 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
   std::set<std::string> existing_pvcs;
   std::vector<std::string> free_ids;  // instance ids whose PVCs outlived their pod: reuse them
   {
-    ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+    ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
     std::set<std::string> pod_ids;
     for (const Json& p : ctx.pods) {
       if (auto id = kube::Label(p, kInstanceIdLabel)) pod_ids.insert(*id);
@@ -506,7 +513,7 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
   // Its PVCs go with it.
   auto id = kube::Label(pod, kInstanceIdLabel);
   if (!id.has_value()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kOwnerIndex, kube::Uid(ctx.cs)));
+  ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
   for (const auto& pvc : pvcs) {
     if (kube::Label(*pvc, kInstanceIdLabel) != id || kube::IsBeingDeleted(*pvc)) continue;
     scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(*pvc));
@@ -561,15 +568,19 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
   bool modified = false;
   for (size_t i = 0; i < ctx.pods.size(); ++i) {
     const Json& pod = ctx.pods[i];
-    // A new pod's InPlaceUpdateReady starts True.
-    if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition) &&
-        Condition(pod, inplace::kInPlaceUpdateReadyCondition) == nullptr) {
+    // A new pod's gates start True: InPlaceUpdateReady (ours) and KruisePodReady (the pod webhook
+    // adds it to pods of Kruise workloads; OpenKruise's pod-readiness controller sets it).
+    std::vector<Json> initial;
+    for (const char* gate : {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}) {
+      if (HasReadinessGate(pod, gate) && Condition(pod, gate) == nullptr) {
+        initial.push_back({{"type", gate},
+                           {"status", "True"},
+                           {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}});
+      }
+    }
+    if (!initial.empty()) {
       Json ops = Json::array({TestRv(pod)});
-      ConditionOps(pod,
-                   {{{"type", inplace::kInPlaceUpdateReadyCondition},
-                     {"status", "True"},
-                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
-                   &ops);
+      ConditionOps(pod, initial, &ops);
       RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
@@ -929,31 +940,6 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
 
 namespace {
 
-kube::IndexFunc ControllerUidIndex() {
-  return [](const Json& obj) -> std::vector<std::string> {
-    auto owner = kube::ControllerOf(obj);
-    if (!owner.has_value()) return {};
-    return {owner->uid};
-  };
-}
-
-// Pods owned by another controller keep only what adoption looks at.
-void CompactPodForCloneSets(Json& pod) {
-  auto owner = kube::ControllerOf(pod);
-  if (owner.has_value() && owner->kind != "CloneSet") {
-    Json meta = Json::object();
-    if (const Json* m = kube::Field(pod, "metadata"); m != nullptr && m->is_object()) {
-      for (const char* k : {"name", "namespace", "uid", "resourceVersion", "labels",
-                            "ownerReferences", "deletionTimestamp"}) {
-        if (m->contains(k)) meta[k] = (*m)[k];
-      }
-    }
-    pod = Json{{"metadata", std::move(meta)}};
-    return;
-  }
-  kube::CompactPodForControllers(pod);
-}
-
 void LabelsOnly(Json& obj) {
   Json meta = Json::object();
   if (const Json* m = kube::Field(obj, "metadata"); m != nullptr && m->is_object()) {
@@ -970,15 +956,12 @@ std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   std::vector<kube::InformerOptions> out(5);
   out[0].resource = res::CloneSets();
   out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
-  out[1].resource = res::Pods();
-  out[1].transform = CompactPodForCloneSets;
-  out[1].indexers[kOwnerIndex] = ControllerUidIndex();
-  out[1].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  out[1] = SharedInformers::PodOptions();
   out[2].resource = res::ControllerRevisions();
-  out[2].indexers[kOwnerIndex] = ControllerUidIndex();
+  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
   out[3].resource = res::PersistentVolumeClaims();
   out[3].label_selector = kInstanceIdLabel;
-  out[3].indexers[kOwnerIndex] = ControllerUidIndex();
+  out[3].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
   out[4].resource = res::Nodes();
   out[4].transform = LabelsOnly;
   return out;
@@ -1009,7 +992,7 @@ class CloneSetGroup : public ControllerGroup {
     std::vector<kube::InformerOptions> all = CloneSetInformerOptions();
     CloneSetInformers inf;
     inf.clonesets = make(all[0]);
-    inf.pods = make(all[1]);
+    inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
     inf.revisions = make(all[2]);
     inf.pvcs = make(all[3]);
     inf.nodes = make(all[4]);
@@ -1038,7 +1021,7 @@ class CloneSetGroup : public ControllerGroup {
     kube::Informer* sets = inf.clonesets;
     controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
                          std::vector<kube::Request> out;
-                         if (kube::ControllerOf(pod).has_value()) return out;
+                         if (kube::HasController(pod)) return out;
                          auto in_ns = sets->store().ByIndex(kube::kNamespaceIndex,
                                                             kube::Namespace(pod));
                          if (!in_ns.ok()) return out;

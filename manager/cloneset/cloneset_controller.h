@@ -48,7 +48,6 @@
 
 namespace kruise::manager::cloneset {
 
-inline constexpr char kOwnerIndex[] = "cloneset-owner";  // pods/PVCs/revisions: owner uid
 
 struct CloneSetReconcilerOptions {
   Clock* clock = Clock::Real();
@@ -58,9 +57,9 @@ struct CloneSetReconcilerOptions {
 
 struct CloneSetInformers {
   kube::Informer* clonesets = nullptr;
-  kube::Informer* pods = nullptr;       // indexed by kOwnerIndex and namespace
-  kube::Informer* revisions = nullptr;  // indexed by kOwnerIndex
-  kube::Informer* pvcs = nullptr;       // indexed by kOwnerIndex
+  kube::Informer* pods = nullptr;       // SharedInformers::PodOptions()
+  kube::Informer* revisions = nullptr;  // indexed by kube::kControllerUidIndex
+  kube::Informer* pvcs = nullptr;       // indexed by kube::kControllerUidIndex
   kube::Informer* nodes = nullptr;      // optional: node labels for topology spread ranks
 };
 

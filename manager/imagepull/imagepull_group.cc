@@ -132,11 +132,16 @@ class ImagePullGroup : public ControllerGroup {
       Logger("imagepull")->info("ImagePullJobGate off: ImagePullJob controller off");
       return absl::OkStatus();
     }
-    o = {};
-    o.resource = kube::resources::Pods();
-    o.transform = CompactPodForImagePullJobs;
-    o.indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
-    kube::Informer* pods = make(o);
+    kube::Informer* pods = nullptr;
+    if (ctx.shared != nullptr) {
+      pods = ctx.shared->Pods();  // the manager's one pod cache
+    } else {
+      o = {};
+      o.resource = kube::resources::Pods();
+      o.transform = CompactPodForImagePullJobs;
+      o.indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+      pods = make(o);
+    }
     o = {};
     o.resource = kube::resources::Secrets();
     o.ns = ctx.daemon_config_namespace;

@@ -407,5 +407,80 @@ TEST(StoreMemoryTest, RealisticPodCostsLessThanTwoKiBAfterTransform) {
   EXPECT_EQ(*store.Get(StoreKey(transformed)), transformed);
 }
 
+
+TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", "p"},
+                {"namespace", "ns"},
+                {"uid", "u1"},
+                {"resourceVersion", "7"},
+                {"labels", {{"app", "a"}}},
+                {"annotations", {{"big", std::string(500, 'x')}}},
+                {"ownerReferences",
+                 {{{"apiVersion", "apps/v1"},
+                   {"kind", "ReplicaSet"},
+                   {"name", "rs"},
+                   {"uid", "rs-uid"},
+                   {"controller", true}}}}}},
+              {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "i"}}}}}},
+              {"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"}}}};
+  Json compact = pod;
+  CompactPodForManager(compact);
+  EXPECT_EQ(compact, Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                 "labels": {"app": "a"},
+                 "ownerReferences": [{"controller": true, "kind": "ReplicaSet"}]},
+    "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})"));
+  EXPECT_TRUE(HasController(compact));
+  EXPECT_FALSE(ControllerOf(compact).has_value());  // incomplete on purpose
+  EXPECT_TRUE(ControllerUidIndexFunc()(compact).empty());
+}
+
+TEST(CompactPodForManagerTest, KruiseWorkloadPodsKeepWhatTheirControllersRead) {
+  Json pod = Json::parse(R"({
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                 "labels": {"app": "a"}, "annotations": {"apps.kruise.io/inplace-update-state": "{}"},
+                 "finalizers": ["f"], "managedFields": [{"manager": "x"}],
+                 "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+                                      "name": "cs", "uid": "cs-uid", "controller": true}]},
+    "spec": {"nodeName": "n1", "readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
+             "containers": [{"name": "c", "image": "i:1", "env": [{"name": "A"}],
+                             "resources": {"limits": {"cpu": "1"}}}],
+             "volumes": [{"name": "v"}]},
+    "status": {"phase": "Running", "podIP": "10.0.0.1",
+               "conditions": [{"type": "Ready", "status": "True", "message": "m",
+                               "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+               "containerStatuses": [{"name": "c", "image": "i:1", "imageID": "sha256:1",
+                                      "containerID": "containerd://1", "restartCount": 2,
+                                      "ready": true, "lastState": {},
+                                      "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}]}})");
+  CompactPodForManager(pod);
+  EXPECT_EQ(pod, Json::parse(R"({
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                 "labels": {"app": "a"}, "annotations": {"apps.kruise.io/inplace-update-state": "{}"},
+                 "finalizers": ["f"],
+                 "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+                                      "name": "cs", "uid": "cs-uid", "controller": true}]},
+    "spec": {"nodeName": "n1", "readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
+             "containers": [{"name": "c", "image": "i:1"}]},
+    "status": {"phase": "Running",
+               "conditions": [{"type": "Ready", "status": "True",
+                               "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+               "containerStatuses": [{"name": "c", "image": "i:1", "imageID": "sha256:1",
+                                      "containerID": "containerd://1", "restartCount": 2,
+                                      "ready": true,
+                                      "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}]}})"))
+      << pod.dump();
+  EXPECT_EQ(ControllerUidIndexFunc()(pod), std::vector<std::string>{"cs-uid"});
+  // No controller at all (an adoption candidate): kept like a workload's pod.
+  Json orphan = {{"metadata", {{"name", "o"}, {"managedFields", Json::array()}}},
+                 {"spec", {{"containers", {{{"name", "c"}, {"image", "i"}, {"env", Json::array()}}}}}}};
+  CompactPodForManager(orphan);
+  EXPECT_EQ(orphan["spec"]["containers"][0], Json({{"name", "c"}, {"image", "i"}}));
+  EXPECT_FALSE(HasController(orphan));
+}
+
 }  // namespace
 }  // namespace kruise::kube

@@ -223,6 +223,23 @@ TEST_F(CloneSetControllerTest, ScaleUpCreatesNamedPodsWithGateRevisionAndPvcs) {
   EXPECT_EQ(st["readyReplicas"], 0);
 }
 
+TEST_F(CloneSetControllerTest, KruisePodReadyGateStartsTrue) {
+  CreateSet(1);
+  Reconcile();
+  // The pod webhook adds KruisePodReady to pods of Kruise workloads.
+  Json pod = Pods()[0];
+  pod["spec"]["readinessGates"].push_back({{"conditionType", "KruisePodReady"}});
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  Reconcile();
+  std::set<std::string> true_conditions;
+  const Json updated = Pods()[0];
+  for (const Json& c : updated["status"]["conditions"]) {
+    if (c["status"] == "True") true_conditions.insert(c["type"].get<std::string>());
+  }
+  EXPECT_THAT(true_conditions, ::testing::UnorderedElementsAre("InPlaceUpdateReady", "KruisePodReady"))
+      << updated.dump();
+}
+
 TEST_F(CloneSetControllerTest, StaleCacheNeverCreatesTwice) {
   CreateSet(4);
   Reconcile();
