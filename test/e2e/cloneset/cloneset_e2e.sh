@@ -17,13 +17,18 @@
 #   7. partition "50%" and an image with another digest: 3 of 6 pods updated, 3 kept;
 #   8. ReCreate with maxSurge 1, maxUnavailable 0, an env change: both pods replaced, never fewer
 #      than 2 Ready and never more than 3 pods;
-#   9. lifecycle preDelete: a scale-down leaves the hooked pod PreparingDelete until its label goes.
+#   9. lifecycle preDelete: a scale-down leaves the hooked pod PreparingDelete until its label goes;
+#  10. two managers with leader election (lease 4 s); a CloneSet of 30 pods with a PVC each,
+#      created at most 5 unavailable at a time (scaleStrategy.maxUnavailable); the leader gets
+#      kill -9 mid scale-up: the other replica takes the Lease and finishes with exactly 30 pods
+#      (a watch sees no 31st pod ever created), 30 distinct instance ids, one PVC per pod and none
+#      without one.
 #
 # Everything it creates is deleted again, also on failure (namespace, manager, webhook
 # configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are left.
 # Usage: cloneset_e2e.sh KRUISE_MANAGER_BINARY
-# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_CLONESET_PORT_BASE (default 16470; base..base+2:
-# webhook, health, metrics of the manager).
+# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_CLONESET_PORT_BASE (default 16470; base..base+5:
+# webhook, health, metrics of the manager (and of replica a in step 10), the same of replica b).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
@@ -43,7 +48,7 @@ PIDS=()
 step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
 step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
 
-for port in "$BASE" $((BASE + 1)) $((BASE + 2)); do
+for port in $(seq "$BASE" $((BASE + 5))); do
   ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
     rm -rf "$WORK"
     die "port $port is in use (KRUISE_E2E_CLONESET_PORT_BASE)"
@@ -64,8 +69,12 @@ cleanup() {
     tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
   fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  for r in a b; do
+    [ -f "$WORK/manager-$r.log" ] && [ "$rc" != 0 ] && { say "manager $r log (tail):"; tail -n 15 "$WORK/manager-$r.log" | sed 's/^/    /'; }
+  done
   # Hooked pods keep nothing that needs the manager (labels only), so the namespace goes at once.
   delete_test_deployment "$WORK" "$NS"
+  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -177,6 +186,8 @@ PYEOF
 k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
 k wait --for condition=established --timeout=60s crd/clonesets.apps.kruise.io >/dev/null ||
   die "the CloneSet CRD is not established"
+ns_gone() { ! k get namespace "$NS" >/dev/null 2>&1; }
+wait_for 180 "namespace $NS of an earlier run to be deleted" ns_gone
 k create namespace "$NS" >/dev/null || die "creating namespace $NS"
 start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready"
@@ -321,6 +332,71 @@ k -n "$NS" label pod "$HELD" example.com/hold- >/dev/null || die "removing the h
 held_gone() { ! k -n "$NS" get pod "$HELD" >/dev/null 2>&1 && all_ready hooked 1; }
 wait_for 60 "$HELD deleted after its hook went" held_gone
 step_done "$HELD waited in PreparingDelete and went once its label was removed"
+
+# --- 10 ------------------------------------------------------------------------------------------
+step 10 "the leader killed during a scale-up of 30 pods; the standby finishes it"
+kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null # SIGTERM: it releases the Lease
+MANAGER_PID=
+declare -A MPID
+start_replica() { # a|b: webhook, health, metrics on BASE+0..2 (a) or BASE+3..5 (b)
+  local r=$1 off=0
+  [ "$r" = b ] && off=3
+  env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$((BASE + off)) \
+    WEBHOOK_CERT_DIR="$WORK/certs-$r" "$MANAGER" --kubeconfig "$KUBECONFIG" \
+    --enable-leader-election --leader-election-namespace=kruise-system \
+    --leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
+    --leader-election-retry-period=1s --webhook-bind-address=127.0.0.1 \
+    --health-probe-addr="127.0.0.1:$((BASE + off + 1))" --metrics-addr="127.0.0.1:$((BASE + off + 2))" \
+    >"$WORK/manager-$r.log" 2>&1 &
+  MPID[$r]=$!
+  PIDS+=($!)
+}
+leader_replica() { # the replica (a/b) whose log says it acquired the Lease now held
+  local holder r
+  holder=$(k -n kruise-system get lease kruise-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
+  [ -n "$holder" ] || return 1
+  for r in a b; do
+    grep -qF "$holder acquired lease" "$WORK/manager-$r.log" 2>/dev/null && echo "$r" && return 0
+  done
+  return 1
+}
+has_leader() { LEADER=$(leader_replica) && [ -n "$LEADER" ]; }
+start_replica a
+start_replica b
+wait_for 60 "a Lease holder among the two managers" has_leader
+watch_pods big "$WORK/watch10.json"
+set_yaml big 30 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  scaleStrategy:
+    maxUnavailable: 5
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 1Mi" | apply_set
+some_pods() { N=$(pods_json big | jq '.items | length') && [ "$N" -ge 8 ]; }
+wait_for 120 "the scale-up under way (8 pods)" some_pods
+[ "$N" -lt 30 ] || die "all 30 pods existed before the leader could be killed"
+OLD=$LEADER
+kill -9 "${MPID[$OLD]}"
+t_kill=$(now_ms)
+say "killed leader $OLD with $N of 30 pods created"
+new_leader() { has_leader && [ "$LEADER" != "$OLD" ]; }
+wait_for 60 "the other replica to take the Lease" new_leader
+took_ms=$(($(now_ms) - t_kill))
+wait_for 300 "30 Ready pods of big" all_ready big 30
+kill "$WATCH_PID" 2>/dev/null
+created=$(grep -o '"name":"big-[a-z0-9]*"' "$WORK/watch10.json" | sort -u | wc -l)
+[ "$created" = 30 ] || die "$created pods were created over the whole scale-up, want exactly 30"
+ids=$(pods_json big | jq -r '.items[].metadata.labels["apps.kruise.io/cloneset-instance-id"]' | sort -u | wc -l)
+[ "$ids" = 30 ] || die "$ids distinct instance ids, want 30"
+pods_json big | jq -r '.items[].metadata.labels["apps.kruise.io/cloneset-instance-id"]' | sort >"$WORK/pod-ids"
+k -n "$NS" get pvc -o json | jq -r '.items[] | select(.metadata.name | startswith("data-big-"))
+  | .metadata.labels["apps.kruise.io/cloneset-instance-id"]' | sort >"$WORK/pvc-ids"
+cmp -s "$WORK/pod-ids" "$WORK/pvc-ids" ||
+  die "PVCs do not pair with pods one to one: $(diff "$WORK/pod-ids" "$WORK/pvc-ids" | grep '^[<>]' | tr '\n' ' ')"
+step_done "leader $OLD killed at $N/30 pods, $LEADER took over in $(secs "$took_ms")s; 30 pods ever created, 30 ids, 30 PVCs, no orphan"
 
 say "all steps passed:"
 for r in "${RESULTS[@]}"; do echo "  $r"; done
