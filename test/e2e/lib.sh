@@ -148,6 +148,28 @@ yaml.safe_dump_all(own, open(own_out, "w"))
 PYEOF
 }
 
+# deploy_manager_objects WORK NS: the kube-local overlay without the daemon DaemonSet and the
+# manager Deployment (CRDs, namespaces, RBAC, Service, webhook configurations) applied, the CRDs
+# established, a fresh namespace NS (waiting, bounded, for one of an earlier run to be deleted).
+# WORK/own-objects.yaml lists what delete_test_deployment removes. For tests of manager
+# controllers that need no agent (test/e2e/cloneset, bench/cloneset).
+deploy_manager_objects() {
+  local work=$1 ns=$2
+  render_overlay kube-local unused "$work/rendered.yaml" "$work/own-objects.yaml"
+  python3 - "$work/rendered.yaml" "$work/own-objects.yaml" <<'PYEOF' || die "filtering the overlay"
+import sys, yaml
+for path in sys.argv[1:]:
+    docs = [d for d in yaml.safe_load_all(open(path)) if d and d["kind"] != "DaemonSet"]
+    yaml.safe_dump_all(docs, open(path, "w"))
+PYEOF
+  k apply -f "$work/rendered.yaml" >"$work/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$work/apply.log")"
+  k wait --for condition=established --timeout=60s crd/clonesets.apps.kruise.io \
+    crd/imagepulljobs.apps.kruise.io >/dev/null || die "CRDs not established"
+  ns_absent() { ! k get namespace "$1" >/dev/null 2>&1; }
+  wait_for 180 "namespace $ns of an earlier run to be deleted" ns_absent "$ns"
+  k create namespace "$ns" >/dev/null || die "creating namespace $ns"
+}
+
 # start_host_manager MANAGER WORK PORT: one kruise-manager on the host with the admin kubeconfig,
 # its webhooks registered by URL on 127.0.0.1:PORT, /readyz on PORT+1, metrics on PORT+2, log in
 # WORK/manager.log; no leader election (the only replica). Sets MANAGER_PID; waits for /readyz.

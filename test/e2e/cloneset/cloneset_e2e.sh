@@ -176,19 +176,7 @@ EOF
 
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
-render_overlay kube-local unused "$WORK/rendered.yaml" "$WORK/own-objects.yaml"
-python3 - "$WORK/rendered.yaml" "$WORK/own-objects.yaml" <<'PYEOF' || die "filtering the overlay"
-import sys, yaml
-for path in sys.argv[1:]:
-    docs = [d for d in yaml.safe_load_all(open(path)) if d and d["kind"] != "DaemonSet"]
-    yaml.safe_dump_all(docs, open(path, "w"))
-PYEOF
-k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
-k wait --for condition=established --timeout=60s crd/clonesets.apps.kruise.io >/dev/null ||
-  die "the CloneSet CRD is not established"
-ns_gone() { ! k get namespace "$NS" >/dev/null 2>&1; }
-wait_for 180 "namespace $NS of an earlier run to be deleted" ns_gone
-k create namespace "$NS" >/dev/null || die "creating namespace $NS"
+deploy_manager_objects "$WORK" "$NS"
 start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready"
 
