@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# CloneSet image update on kube-local (GitHub issue 14): InPlaceIfPossible against ReCreate, same
+# CloneSet, same image change, interleaved rounds. Per round and strategy it creates a CloneSet of
+# PODS (100) busybox:v1 pods (hostNetwork, default maxUnavailable 20%), waits until all are Ready,
+# then changes the image to busybox:v2 (another digest) and measures, from a pod watch whose
+# events are stamped on arrival:
+#   - total_s: image patch -> status says every pod updated and Ready (and the watch agrees);
+#   - first_pod_ms: image patch -> the first pod event showing the update (InPlaceUpdateReady False
+#     or the specified-delete label), as seen by the watch (includes kubectl's start-up, ~0.2 s);
+#   - controller_ms: the CloneSet's new generation -> that first pod event, both as watches saw
+#     them: what the controller took to act on the spec change (+ one watch delivery);
+#   - creates / deletes: pods created and deleted during the update.
+#
+#   bench/cloneset/update_bench.sh [BUILD_DIR]     (ROUNDS=1, PODS=100, KEEP_LOGS=1)
+# Runs one kruise-manager on the host (URL webhooks) like test/e2e/cloneset; deletes what it made.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+T0=$SECONDS
+# shellcheck source=../../test/e2e/lib.sh
+. "$ROOT/test/e2e/lib.sh"
+BUILD=$(readlink -f "${1:-$ROOT/build}")
+ninja -C "$BUILD" kruise-manager >&2 || die "building kruise-manager"
+kube_local_preflight jq curl python3
+ROUNDS=${ROUNDS:-1}
+PODS=${PODS:-100}
+BASE=${KRUISE_BENCH_CLONESET_PORT_BASE:-16480}
+NS=kruise-bench-cloneset
+REG=$KUBE_LOCAL_REGISTRY
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cloneset-bench.XXXXXX")
+cleanup() {
+  local rc=$?
+  set +e
+  [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" "${CS_WATCH_PID:-}" 2>/dev/null
+  delete_test_deployment "$WORK" "$NS"
+  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
+  if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+
+deploy_manager_objects "$WORK" "$NS"
+start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
+
+cs_is() { [ "$(k -n "$NS" get cloneset "$1" -o json 2>/dev/null | jq -r "$2")" = true ]; }
+pods_gone() { [ "$(k -n "$NS" get pods -o name 2>/dev/null | wc -l)" = 0 ]; }
+
+# One measurement: STRATEGY ROUND.
+measure() {
+  local strategy=$1 round=$2 name t_patch
+  name=bench-$(tr '[:upper:]' '[:lower:]' <<<"$strategy")-$round
+  k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 <<EOF || die "creating $name: $(tail -2 "$WORK/apply.log")"
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: $name
+  labels: {bench: $name}
+spec:
+  replicas: $PODS
+  selector:
+    matchLabels: {app: $name}
+  template:
+    metadata:
+      labels: {app: $name}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: $REG/busybox:v1
+        # One process that sleeps: a loop of `sleep 1` in 100 pods forks 100 times a second and
+        # slows this 2-core kubelet down for both strategies alike.
+        command: ["sh", "-c", "trap 'exit 0' TERM; sleep 86400 & wait"]
+  updateStrategy:
+    type: $strategy
+EOF
+  wait_for 600 "$PODS Ready pods of $name" cs_is "$name" \
+    ".status.readyReplicas == $PODS and .status.replicas == $PODS and .status.updatedReplicas == $PODS"
+  python3 "$HERE/watch_stamp.py" "$KUBECTL" "$NS" "app=$name" >"$WORK/$name.watch" &
+  WATCH_PID=$!
+  python3 "$HERE/watch_stamp.py" "$KUBECTL" "$NS" "bench=$name" clonesets >"$WORK/$name.cs-watch" &
+  CS_WATCH_PID=$!
+  wait_for 30 "the watch's first events" \
+    bash -c "[ \$(grep -c ' {\"type\":\"ADDED\"' '$WORK/$name.watch') -ge $PODS ]"
+  t_patch=$(now_ms)
+  k -n "$NS" patch cloneset "$name" --type json -p "[{\"op\":\"replace\",
+    \"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"}]" >/dev/null ||
+    die "patching $name"
+  wait_for 900 "$name updated" cs_is "$name" \
+    ".status.updatedReadyReplicas == $PODS and .status.readyReplicas == $PODS and .status.replicas == $PODS
+     and .status.observedGeneration == .metadata.generation"
+  local t_done
+  t_done=$(now_ms)
+  kill "$WATCH_PID" "$CS_WATCH_PID" 2>/dev/null
+  wait "$WATCH_PID" "$CS_WATCH_PID" 2>/dev/null
+  WATCH_PID=
+  python3 - "$WORK/$name.watch" "$t_patch" "$t_done" "$strategy" "$round" "$WORK/$name.cs-watch" <<'PYEOF'
+import json, sys
+path, t_patch, t_done, strategy, rnd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+t_cs = None
+for line in open(sys.argv[6]):
+    ms, _, body = line.partition(" ")
+    if int(ms) >= t_patch and json.loads(body)["object"]["metadata"].get("generation", 1) > 1:
+        t_cs = int(ms)
+        break
+seen, created, deleted, first = set(), 0, 0, None
+initial = None
+for line in open(path):
+    ms, _, body = line.partition(" ")
+    ms = int(ms)
+    ev = json.loads(body)
+    obj = ev["object"]
+    name = obj["metadata"]["name"]
+    if ev["type"] == "ADDED" and ms < t_patch:
+        seen.add(name)
+        continue
+    if ev["type"] == "ADDED" and name not in seen:
+        created += 1
+        seen.add(name)
+    if ev["type"] == "DELETED":
+        deleted += 1
+    labels = obj["metadata"].get("labels", {})
+    updating = ("apps.kruise.io/specified-delete" in labels
+                or any(c.get("type") == "InPlaceUpdateReady" and c.get("status") == "False"
+                       for c in obj.get("status", {}).get("conditions", [])))
+    if first is None and ms >= t_patch and updating:
+        first = ms - t_patch
+controller = None if first is None or t_cs is None else first + t_patch - t_cs
+print(f"RESULT {strategy} round {rnd}: total_s {(t_done - t_patch) / 1000:.1f} "
+      f"first_pod_ms {first} controller_ms {controller} creates {created} deletes {deleted}")
+PYEOF
+  k -n "$NS" delete cloneset "$name" --wait=false >/dev/null
+  wait_for 300 "the pods of $name to go" pods_gone
+}
+
+for round in $(seq "$ROUNDS"); do
+  if [ $((round % 2)) = 1 ]; then order="InPlaceIfPossible ReCreate"; else order="ReCreate InPlaceIfPossible"; fi
+  for strategy in $order; do
+    say "round $round: $strategy, $PODS pods"
+    measure "$strategy" "$round" | tee -a "$WORK/results"
+  done
+done
+say "results:"
+cat "$WORK/results"
