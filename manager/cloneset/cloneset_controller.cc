@@ -176,6 +176,10 @@ struct CloneSetReconciler::Context {
   int64_t collision_count = 0;
   Diffs diffs;
   absl::Time now;
+  // Outcomes of the scale and update steps when they ran (status conditions FailedScale and
+  // FailedUpdate); a conflict (stale cache) counts as not run.
+  std::optional<absl::Status> scale_result;
+  std::optional<absl::Status> update_result;
 };
 
 CloneSetReconciler::CloneSetReconciler(kube::KubeClient* client, CloneSetInformers informers,
@@ -828,6 +832,39 @@ absl::Status CloneSetReconciler::WriteStatus(Context& ctx) {
                  {"currentRevision", current},
                  {"labelSelector", ctx.selector.ToString()}};
   if (ctx.collision_count > 0) status["collisionCount"] = ctx.collision_count;
+  // Conditions: FailedScale / FailedUpdate while that step fails (message: the error), removed
+  // once it succeeds; other conditions are kept as they are.
+  Json conditions = Json::array();
+  if (const Json* old_conds = kube::FindPath(ctx.cs, {"status", "conditions"});
+      old_conds != nullptr && old_conds->is_array()) {
+    conditions = *old_conds;
+  }
+  const std::string now = kube::FormatRfc3339(ctx.now);
+  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
+                                         "FailedScale", &ctx.scale_result},
+                                     {"FailedUpdate", &ctx.update_result}}) {
+    if (!result->has_value()) continue;
+    auto it = std::find_if(conditions.begin(), conditions.end(),
+                           [&](const Json& c) { return c.value("type", "") == type; });
+    if ((*result)->ok()) {
+      if (it != conditions.end()) conditions.erase(it);
+      continue;
+    }
+    Json c = {{"type", type},
+              {"status", "True"},
+              {"lastUpdateTime", now},
+              {"lastTransitionTime", now},
+              {"message", std::string((*result)->message())}};
+    if (it == conditions.end()) {
+      conditions.push_back(std::move(c));
+    } else if ((*it).value("message", "") != c["message"] || (*it).value("status", "") != "True") {
+      if ((*it).value("status", "") == "True") c["lastTransitionTime"] = (*it)["lastTransitionTime"];
+      *it = std::move(c);
+    }
+  }
+  if (!conditions.empty() || kube::FindPath(ctx.cs, {"status", "conditions"}) != nullptr) {
+    status["conditions"] = conditions;
+  }
   const Json* old = kube::FindPath(ctx.cs, {"status"});
   bool changed = old == nullptr || !old->is_object();
   for (const auto& [k, v] : status.items()) {
@@ -894,6 +931,7 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
 
   absl::Status step = absl::OkStatus();
   auto scaled = Scale(ctx);
+  ctx.scale_result = scaled.status();
   if (!scaled.ok()) {
     step = scaled.status();
   } else if (!*scaled) {
@@ -903,6 +941,12 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
     } else if (!*refreshed) {
       auto updated = Update(ctx);
       if (!updated.ok()) step = updated.status();
+    }
+    ctx.update_result = step;
+  }
+  for (auto* result : {&ctx.scale_result, &ctx.update_result}) {
+    if (result->has_value() && (kube::IsConflict(**result) || kube::IsNotFound(**result))) {
+      result->reset();
     }
   }
   RETURN_IF_ERROR(WriteStatus(ctx));

@@ -373,6 +373,15 @@ TEST_F(CloneSetControllerTest, InPlaceOnlyRefusesAnEnvChange) {
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("env"));
   EXPECT_EQ(Pods().size(), 1u);
+  // The status says why: FailedUpdate with the reason; it goes once the update can proceed.
+  Json conds = Set()["status"]["conditions"];
+  ASSERT_EQ(conds.size(), 1u) << conds.dump();
+  EXPECT_EQ(conds[0]["type"], "FailedUpdate");
+  EXPECT_EQ(conds[0]["status"], "True");
+  EXPECT_THAT(conds[0].value("message", ""), ::testing::HasSubstr("InPlaceOnly"));
+  PatchSpec({{"template", Template("registry.local/app:v1")}});  // back: nothing to update
+  Reconcile();
+  EXPECT_TRUE(Set()["status"]["conditions"].empty()) << Set()["status"].dump();
 }
 
 TEST_F(CloneSetControllerTest, PreDeleteHookHoldsThePod) {
