@@ -32,16 +32,22 @@ IndexFunc NamespaceIndexFunc() {
   };
 }
 
+namespace {
+
+// metadata.ownerReferences when it is an array, else nullptr.
+const Json* OwnerReferenceList(const Json& obj) {
+  if (!obj.is_object()) return nullptr;
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return nullptr;
+  auto r = m->find("ownerReferences");
+  return r != m->end() && r->is_array() ? &*r : nullptr;
+}
+
+}  // namespace
+
 IndexFunc ControllerUidIndexFunc() {
   return [](const Json& obj) -> std::vector<std::string> {
-    const Json* refs = nullptr;
-    if (obj.is_object()) {
-      auto m = obj.find("metadata");
-      if (m != obj.end() && m->is_object()) {
-        auto r = m->find("ownerReferences");
-        if (r != m->end() && r->is_array()) refs = &*r;
-      }
-    }
+    const Json* refs = OwnerReferenceList(obj);
     if (!refs) return {};
     for (const Json& ref : *refs) {
       if (!ref.is_object()) continue;
@@ -59,14 +65,7 @@ IndexFunc ControllerUidIndexFunc() {
 IndexFunc OwnerUidIndexFunc() {
   return [](const Json& obj) -> std::vector<std::string> {
     std::vector<std::string> out;
-    const Json* refs = nullptr;
-    if (obj.is_object()) {
-      auto m = obj.find("metadata");
-      if (m != obj.end() && m->is_object()) {
-        auto r = m->find("ownerReferences");
-        if (r != m->end() && r->is_array()) refs = &*r;
-      }
-    }
+    const Json* refs = OwnerReferenceList(obj);
     if (!refs) return out;
     for (const Json& ref : *refs) {
       if (!ref.is_object()) continue;

@@ -73,13 +73,8 @@ int main(int argc, char** argv) {
   cs::CloneSetInformers ci{infs[0].get(), infs[1].get(), infs[2].get(), infs[3].get(),
                            infs[4].get()};
   cs::CloneSetReconciler reconciler(client->get(), ci, nullptr, {});
-  for (kube::Informer* i : {ci.pods, ci.pvcs}) {
-    i->AddEventHandler({
-        .on_add = [&](const Json& o) { reconciler.ObserveCreate(o); },
-        .on_update = [&](const Json&, const Json& o) { reconciler.ObserveUpdate(o); },
-        .on_delete = [&](const Json& o, bool) { reconciler.ObserveDelete(o); },
-    });
-  }
+  reconciler.ObserveThrough(ci.pods);
+  reconciler.ObserveThrough(ci.pvcs);
   // The first pod seen with InPlaceUpdateReady False in this round.
   absl::Mutex mu;
   absl::Time first_false = absl::InfiniteFuture();

@@ -192,6 +192,14 @@ CloneSetReconciler::CloneSetReconciler(kube::KubeClient* client, CloneSetInforme
       scale_expectations_(opts.clock),
       rv_expectations_(opts.clock) {}
 
+void CloneSetReconciler::ObserveThrough(kube::Informer* informer) {
+  informer->AddEventHandler({
+      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
+      .on_update = [this](const Json&, const Json& obj) { ObserveUpdate(obj); },
+      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
+  });
+}
+
 void CloneSetReconciler::ObserveCreate(const Json& obj) {
   std::string key = OwnerKey(obj);
   if (!key.empty()) {
@@ -1045,13 +1053,8 @@ class CloneSetGroup : public ControllerGroup {
     ro.clock = ctx.clock;
     reconciler_ = std::make_unique<CloneSetReconciler>(ctx.client, inf, ctx.recorder, ro);
     CloneSetReconciler* r = reconciler_.get();
-    for (kube::Informer* i : {inf.pods, inf.pvcs}) {
-      i->AddEventHandler({
-          .on_add = [r](const Json& obj) { r->ObserveCreate(obj); },
-          .on_update = [r](const Json&, const Json& obj) { r->ObserveUpdate(obj); },
-          .on_delete = [r](const Json& obj, bool) { r->ObserveDelete(obj); },
-      });
-    }
+    r->ObserveThrough(inf.pods);
+    r->ObserveThrough(inf.pvcs);
     kube::ControllerOptions co;
     co.clock = ctx.clock;
     co.workers = ctx.workers("cloneset", 3);

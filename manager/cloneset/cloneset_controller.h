@@ -70,13 +70,14 @@ class CloneSetReconciler final : public kube::Reconciler {
                      kube::EventRecorder* recorder, CloneSetReconcilerOptions opts);
   absl::StatusOr<kube::Result> Reconcile(const kube::Request& req) override;
 
-  // Informer hooks: observe the creations and deletions this controller expects. Call from the
-  // pod and PVC informers' handlers (the group does).
+  // Feeds the expectations from `informer`'s events (the pod and the PVC informer): the
+  // creations, deletions and patches this controller waits to see. Before the informer starts.
+  void ObserveThrough(kube::Informer* informer);
+
+ private:
   void ObserveCreate(const kube::Json& obj);
   void ObserveDelete(const kube::Json& obj);
   void ObserveUpdate(const kube::Json& obj);
-
- private:
   struct Context;
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(const kube::Json& cs,
                                                     const kube::LabelSelector& selector);

@@ -47,14 +47,8 @@ class CloneSetControllerTest : public ::testing::Test {
     CloneSetReconcilerOptions ro;
     ro.clock = &clock_;
     reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, nullptr, ro);
-    CloneSetReconciler* r = reconciler_.get();
-    for (kube::Informer* i : {inf.pods, inf.pvcs}) {
-      i->AddEventHandler({
-          .on_add = [r](const Json& obj) { r->ObserveCreate(obj); },
-          .on_update = [r](const Json&, const Json& obj) { r->ObserveUpdate(obj); },
-          .on_delete = [r](const Json& obj, bool) { r->ObserveDelete(obj); },
-      });
-    }
+    reconciler_->ObserveThrough(inf.pods);
+    reconciler_->ObserveThrough(inf.pvcs);
     for (auto& i : informers_) i->Start();
     for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
   }
