@@ -68,6 +68,7 @@ EXPECTED_CRDS = {
     "clonesets.apps.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
                                  ["DESIRED", "UPDATED", "UPDATED_READY", "UPDATED_AVAILABLE", "READY", "TOTAL",
                                   "AGE", "CONTAINERS", "IMAGES", "SELECTOR"], ["clone"]),
+    "sidecarsets.apps.kruise.io": ("Cluster", BOTH, "v1beta1", ["MATCHED", "UPDATED", "READY", "AGE"], []),
 }
 # CRDs with a scale subresource (kubectl scale, HPA): its paths.
 EXPECTED_SCALE = {
@@ -124,10 +125,12 @@ WEBHOOK_PATHS = {
     "mcontainerrecreaterequest.kb.io": "/mutate-apps-kruise-io-containerrecreaterequest",
     "mnodeimage.kb.io": "/mutate-apps-kruise-io-nodeimage",
     "mcloneset.kb.io": "/mutate-apps-kruise-io-v1alpha1-cloneset",
+    "msidecarset.kb.io": "/mutate-apps-kruise-io-v1alpha1-sidecarset",
     "vimagepulljob.kb.io": "/validate-apps-kruise-io-imagepulljob",
     "vcontainerrecreaterequest.kb.io": "/validate-apps-kruise-io-containerrecreaterequest",
     "vnodeimage.kb.io": "/validate-apps-kruise-io-nodeimage",
     "vcloneset.kb.io": "/validate-apps-kruise-io-v1alpha1-cloneset",
+    "vsidecarset.kb.io": "/validate-apps-kruise-io-v1alpha1-sidecarset",
 }
 
 

@@ -37,6 +37,13 @@ OPENKRUISE = {
         ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
         ("SELECTOR", ".status.labelSelector", "string", 1),
     ],
+    # The same in v1alpha1 and v1beta1 (OpenKruise 1.9).
+    "sidecarsets.apps.kruise.io": [
+        ("MATCHED", ".status.matchedPods", "integer", 0),
+        ("UPDATED", ".status.updatedPods", "integer", 0),
+        ("READY", ".status.readyPods", "integer", 0),
+        ("AGE", ".metadata.creationTimestamp", "date", 0),
+    ],
     "containerrecreaterequests.apps.kruise.io": [
         ("PHASE", ".status.phase", "string", 0),
         ("POD", ".spec.podName", "string", 0),
