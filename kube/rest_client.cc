@@ -488,6 +488,35 @@ absl::StatusOr<std::string> TargetNamespace(const Resource& r, const std::string
       absl::StrCat(op, ": ", r.resource, " are namespaced but no namespace was given"));
 }
 
+// Request bodies as Go's encoding/json writes them: compact, keys sorted (nlohmann's objects
+// are), invalid UTF-8 replaced by U+FFFD instead of throwing, and <, >, &, U+2028, U+2029 escaped.
+// The escapes matter for raw fields (runtime.RawExtension, e.g. ControllerRevision.data): the API
+// server keeps their bytes as sent, and a later patch of the object re-encodes them the Go way;
+// bytes that differ make "data: field is immutable" on a label patch of a revision whose template
+// holds `&` (a shell command).
+std::string EncodeBody(const Json& j) {
+  std::string raw = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (c == '\xe2' && i + 2 < raw.size() && raw[i + 1] == '\x80' &&
+               (raw[i + 2] == '\xa8' || raw[i + 2] == '\xa9')) {
+      out += raw[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Json> RestKubeClient::Create(const Resource& r, const std::string& ns,
@@ -496,7 +525,7 @@ absl::StatusOr<Json> RestKubeClient::Create(const Resource& r, const std::string
   ASSIGN_OR_RETURN(std::string target_ns, TargetNamespace(r, ns, obj, "Create"));
   return ExecuteJson({.method = "POST",
                       .path = ResourcePath(r, target_ns),
-                      .body = obj.dump(),
+                      .body = EncodeBody(obj),
                       .content_type = "application/json",
                       .idempotent = false});
 }
@@ -512,7 +541,7 @@ absl::StatusOr<Json> RestKubeClient::Update(const Resource& r, const std::string
   ASSIGN_OR_RETURN(std::string target_ns, TargetNamespace(r, ns, obj, "Update"));
   return ExecuteJson({.method = "PUT",
                       .path = ResourcePath(r, target_ns, name, subresource),
-                      .body = obj.dump(),
+                      .body = EncodeBody(obj),
                       .content_type = "application/json",
                       .idempotent = false});
 }
@@ -527,7 +556,7 @@ absl::StatusOr<Json> RestKubeClient::Patch(const Resource& r, const std::string&
   }
   return ExecuteJson({.method = "PATCH",
                       .path = ResourcePath(r, ns, name, subresource),
-                      .body = patch.dump(),
+                      .body = EncodeBody(patch),
                       .content_type = PatchContentType(type),
                       .idempotent = false});
 }

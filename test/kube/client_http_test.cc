@@ -174,6 +174,36 @@ TEST(RestClientHttpTest, WriteVerbsSendBodiesAndContentTypes) {
   EXPECT_EQ(body["gracePeriodSeconds"], 0);
 }
 
+// Bodies are encoded as Go's encoding/json does (the API server keeps RawExtension bytes as sent
+// and compares them with its own re-encoding on a later patch).
+TEST(RestClientHttpTest, BodiesAreEncodedLikeGo) {
+  TestServer server;
+  absl::Mutex mu;
+  std::vector<std::string> bodies;
+  server.svr().Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
+    absl::MutexLock lock(&mu);
+    bodies.push_back(req.body);
+    res.set_content(req.body, "application/json");
+  });
+  server.Start();
+  auto client = MakeClient(server.url());
+  const Json obj = {{"metadata", {{"name", "r"}, {"namespace", "ns1"}}},
+                    {"data", {{"z", "sleep 1 & wait"}, {"a", "<b> \u2028 \u00e9"}}}};
+  auto created = client->Create(resources::ControllerRevisions(), "", obj);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(*created, obj);
+  // Invalid UTF-8 is replaced, not thrown.
+  Json bad = obj;
+  bad["data"]["z"] = std::string("x\xff");
+  ASSERT_TRUE(client->Create(resources::ControllerRevisions(), "", bad).ok());
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(bodies.size(), 2u);
+  EXPECT_EQ(bodies[0],
+            R"({"data":{"a":"\u003cb\u003e \u2028 )" "\u00e9" R"(","z":"sleep 1 \u0026 wait"},)"
+            R"("metadata":{"name":"r","namespace":"ns1"}})");
+  EXPECT_NE(bodies[1].find("x\xef\xbf\xbd"), std::string::npos) << bodies[1];
+}
+
 TEST(RestClientHttpTest, ArgumentErrorsAreCaughtLocally) {
   auto client = MakeClient("http://127.0.0.1:1");
   EXPECT_EQ(
