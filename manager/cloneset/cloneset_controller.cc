@@ -13,6 +13,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/cloneset/cloneset_api.h"
+#include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
 
 namespace kruise::manager::cloneset {
@@ -484,6 +485,27 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
   return absl::OkStatus();
 }
 
+absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool ready,
+                                                            const std::string& reason,
+                                                            const std::string& message,
+                                                            absl::Time now) {
+  if (!HasReadinessGate(pod, kube::kKruisePodReadyCondition)) return pod;
+  const Json* c = Condition(pod, kube::kKruisePodReadyCondition);
+  const char* status = ready ? "True" : "False";
+  if (c != nullptr && c->value("status", "") == status && c->value("reason", "") == reason) {
+    return pod;
+  }
+  Json ops = Json::array({TestRv(pod)});
+  ConditionOps(pod,
+               {{{"type", kube::kKruisePodReadyCondition},
+                 {"status", status},
+                 {"reason", reason},
+                 {"message", message},
+                 {"lastTransitionTime", kube::FormatRfc3339(now)}}},
+               &ops);
+  return PatchPod(pod, ops, "status");
+}
+
 absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
   PodView view = ViewPod(pod, ctx.spec, ctx.update_revision_name, ctx.now);
   if (IsPodHooked(ctx.spec.pre_delete, view)) {
@@ -493,17 +515,10 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
     MapOps(pod, "/metadata/annotations",
            {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
     ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
-    if (ctx.spec.pre_delete->mark_pod_not_ready &&
-        HasReadinessGate(patched, kube::kKruisePodReadyCondition)) {
-      Json cond_ops = Json::array({TestRv(patched)});
-      ConditionOps(patched,
-                   {{{"type", kube::kKruisePodReadyCondition},
-                     {"status", "False"},
-                     {"reason", "PreparingDelete"},
-                     {"message", "the CloneSet's preDelete hook holds this pod"},
-                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
-                   &cond_ops);
-      RETURN_IF_ERROR(PatchPod(patched, cond_ops, "status").status());
+    if (ctx.spec.pre_delete->mark_pod_not_ready) {
+      RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingDelete,
+                                        "the CloneSet's preDelete hook holds this pod", ctx.now)
+                          .status());
     }
     Event(ctx.cs, false, "PreparingDelete",
           absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
@@ -538,6 +553,73 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
       if (!kube::IsNotFound(pst)) return pst;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CloneSetReconciler::PreDownloadImages(Context& ctx) {
+  if (!opts_.pre_download_images || inf_.image_pull_jobs == nullptr) return absl::OkStatus();
+  const std::string ns = kube::Namespace(ctx.cs);
+  if (ctx.current_revision_name == ctx.update_revision_name) {
+    // Every pod is at one revision: the jobs of earlier updates have nothing left to warm.
+    ASSIGN_OR_RETURN(auto jobs, inf_.image_pull_jobs->store().ByIndex(kube::kControllerUidIndex,
+                                                                      kube::Uid(ctx.cs)));
+    for (const auto& job : jobs) {
+      if (kube::IsBeingDeleted(*job)) continue;
+      kube::DeleteOptions del;
+      del.precondition_uid = kube::Uid(*job);
+      absl::Status st = client_->Delete(res::ImagePullJobs(), ns, kube::Name(*job), del);
+      if (!st.ok() && !kube::IsNotFound(st) && !kube::IsConflict(st)) return st;
+    }
+    return absl::OkStatus();
+  }
+  // apps.kruise.io/image-predownload-min-updated-ready-pods holds the jobs back until that many
+  // pods of the new revision are ready (a canary first).
+  int64_t updated_ready = 0;
+  if (kube::GetString(ctx.cs, {"status", "updateRevision"}) == ctx.update_revision_name) {
+    updated_ready = kube::GetInt(ctx.cs, {"status", "updatedReadyReplicas"}).value_or(0);
+  }
+  if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.cs, ctx.spec.replicas) > updated_ready) {
+    return absl::OkStatus();
+  }
+  const Json* current = nullptr;
+  for (const Json& r : ctx.revisions) {
+    if (kube::Name(r) == ctx.current_revision_name) current = &r;
+  }
+  if (current == nullptr) return absl::OkStatus();
+  inplace::PreDownloadRequest req;
+  req.owner = ctx.cs;
+  if (const Json* sel = kube::FindPath(ctx.cs, {"spec", "selector"})) req.selector = *sel;
+  req.update_revision = ctx.update_revision_name;
+  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
+    req.revision_labels = *l;
+  }
+  req.current_template = revision::RevisionTemplate(*current);
+  req.update_template = revision::RevisionTemplate(ctx.update_revision);
+  req.recreate_only = ctx.spec.update_type == "ReCreate";
+  req.replicas = ctx.spec.replicas;
+  req.partition = ctx.numbers.partition;
+  req.max_unavailable = ctx.numbers.max_unavailable;
+  inplace::PreDownloadPlan plan = inplace::PlanImagePreDownload(req);
+  if (plan.already_done) return absl::OkStatus();
+  for (const Json& job : plan.jobs) {
+    auto created = client_->Create(res::ImagePullJobs(), ns, job);
+    if (created.ok()) {
+      Event(ctx.cs, false, "CreatedImagePullJob",
+            absl::StrCat("created ImagePullJob ", kube::Name(job), " for image ",
+                         job["spec"]["image"].get<std::string>()));
+    } else if (!kube::IsAlreadyExists(created.status())) {
+      // As OpenKruise: a job that cannot be made is reported, not retried; the update goes on.
+      Event(ctx.cs, true, "FailedCreateImagePullJob",
+            absl::StrCat("failed to create ImagePullJob ", kube::Name(job), ": ",
+                         created.status().message()));
+    }
+  }
+  const char* mark = plan.ignore_reason.empty() ? inplace::kImagePreDownloadCreatedLabel
+                                                : inplace::kImagePreDownloadIgnoredLabel;
+  Json patch = {{"metadata", {{"labels", {{mark, "true"}}}}}};
+  auto st = client_->Patch(res::ControllerRevisions(), ns, ctx.update_revision_name,
+                           kube::PatchType::kMerge, patch);
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
   return absl::OkStatus();
 }
 
@@ -598,6 +680,18 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
       continue;
     }
     const PodView& view = ctx.views[i];
+    // markPodNotReady: a pod a lifecycle hook made not ready is ready again once it is Normal
+    // (its update done, or its deletion called off). Another party's reason is left alone.
+    if (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal) {
+      const Json* c = Condition(pod, kube::kKruisePodReadyCondition);
+      if (c != nullptr && c->value("status", "") == "False" &&
+          (c->value("reason", "") == kStatePreparingUpdate ||
+           c->value("reason", "") == kStatePreparingDelete)) {
+        RETURN_IF_ERROR(SetKruisePodReady(pod, true, "", "", ctx.now).status());
+        modified = true;
+        continue;
+      }
+    }
     // preNormal: PreparingNormal -> Normal once the hook's labels/finalizers are all there.
     if (view.lifecycle_state == kStatePreparingNormal &&
         (!ctx.spec.pre_normal.has_value() || IsPodAllHooked(ctx.spec.pre_normal, view))) {
@@ -793,7 +887,13 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
         if (hooked && (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal)) {
           Json ops = Json::array({TestRv(pod)});
           MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingUpdate}}, &ops);
-          RETURN_IF_ERROR(PatchPod(pod, ops).status());
+          ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
+          if (ctx.spec.in_place_update->mark_pod_not_ready) {
+            RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingUpdate,
+                                              "the CloneSet's inPlaceUpdate hook holds this pod",
+                                              ctx.now)
+                                .status());
+          }
           modified = true;
           continue;
         }
@@ -932,6 +1032,9 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
   for (const Json& r : ctx.revisions) current_known |= kube::Name(r) == ctx.current_revision_name;
   if (!current_known) ctx.current_revision_name = ctx.update_revision_name;
 
+  if (absl::Status st = PreDownloadImages(ctx); !st.ok()) {
+    Logger("cloneset")->warn("{}: image pre-download: {}", ctx.key, st.message());
+  }
   for (const Json& p : ctx.pods) {
     ctx.views.push_back(ViewPod(p, ctx.spec, ctx.update_revision_name, ctx.now));
   }
@@ -1019,6 +1122,24 @@ std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   return out;
 }
 
+kube::InformerOptions ImagePullJobInformerOptions() {
+  kube::InformerOptions o;
+  o.resource = res::ImagePullJobs();
+  o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  // Only what deleting a CloneSet's jobs needs.
+  o.transform = [](Json& job) {
+    Json meta = Json::object();
+    if (const Json* m = kube::Field(job, "metadata"); m != nullptr && m->is_object()) {
+      for (const char* k : {"name", "namespace", "uid", "resourceVersion", "ownerReferences",
+                            "deletionTimestamp"}) {
+        if (m->contains(k)) meta[k] = (*m)[k];
+      }
+    }
+    job = Json{{"metadata", std::move(meta)}};
+  };
+  return o;
+}
+
 namespace {
 
 class CloneSetGroup : public ControllerGroup {
@@ -1048,9 +1169,13 @@ class CloneSetGroup : public ControllerGroup {
     inf.revisions = make(all[2]);
     inf.pvcs = make(all[3]);
     inf.nodes = make(all[4]);
+    if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
+      inf.image_pull_jobs = make(ImagePullJobInformerOptions());
+    }
 
     CloneSetReconcilerOptions ro;
     ro.clock = ctx.clock;
+    ro.pre_download_images = inf.image_pull_jobs != nullptr;
     reconciler_ = std::make_unique<CloneSetReconciler>(ctx.client, inf, ctx.recorder, ro);
     CloneSetReconciler* r = reconciler_.get();
     r->ObserveThrough(inf.pods);
@@ -1064,6 +1189,10 @@ class CloneSetGroup : public ControllerGroup {
                        {kube::ResourceVersionChanged()});
     controller_->Watch(inf.pvcs, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
     controller_->Watch(inf.revisions, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
+    if (inf.image_pull_jobs != nullptr) {
+      controller_->Watch(inf.image_pull_jobs,
+                         kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
+    }
     // An orphan pod may be adopted by the CloneSets of its namespace whose selector matches it.
     kube::Informer* sets = inf.clonesets;
     controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {

@@ -10,7 +10,10 @@
 //   2. adopts pods of its namespace that match its selector and have no controller, and
 //      releases owned pods that no longer match (JSON patches guarded by resourceVersion);
 //   3. finds or creates the ControllerRevision of its template (`<name>-<hash>`, collisionCount
-//      on a clash) and prunes history beyond revisionHistoryLimit;
+//      on a clash) and prunes history beyond revisionHistoryLimit; with the feature gate
+//      PreDownloadImageForInPlaceUpdate, creates once per new revision ImagePullJobs for its
+//      changed images on the nodes of the pods not yet updated (manager/inplace/predownload.h),
+//      and deletes them once every pod is at the update revision;
 //   4. scales (PlanScale): returns PreparingDelete pods to Normal, creates pods in slow-start
 //      batches (names `<name>-<instance id>`, PVCs from volumeClaimTemplates first), or deletes
 //      (a pod held by a preDelete hook moves to PreparingDelete instead) with its PVCs;
@@ -53,6 +56,9 @@ struct CloneSetReconcilerOptions {
   Clock* clock = Clock::Real();
   // Fallback re-check while waiting for expectations (events normally bring the CloneSet back).
   absl::Duration expectation_recheck = absl::Seconds(10);
+  // Feature gate PreDownloadImageForInPlaceUpdate: ImagePullJobs for a new revision's images
+  // (manager/inplace/predownload.h); needs CloneSetInformers::image_pull_jobs.
+  bool pre_download_images = false;
 };
 
 struct CloneSetInformers {
@@ -61,6 +67,7 @@ struct CloneSetInformers {
   kube::Informer* revisions = nullptr;  // indexed by kube::kControllerUidIndex
   kube::Informer* pvcs = nullptr;       // indexed by kube::kControllerUidIndex
   kube::Informer* nodes = nullptr;      // optional: node labels for topology spread ranks
+  kube::Informer* image_pull_jobs = nullptr;  // with pre-download: indexed by kControllerUidIndex
 };
 
 class CloneSetReconciler final : public kube::Reconciler {
@@ -82,6 +89,7 @@ class CloneSetReconciler final : public kube::Reconciler {
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(const kube::Json& cs,
                                                     const kube::LabelSelector& selector);
   absl::StatusOr<std::optional<kube::Json>> SyncRevisions(Context& ctx);
+  absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Scale(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
   absl::StatusOr<bool> Update(Context& ctx);
@@ -90,6 +98,11 @@ class CloneSetReconciler final : public kube::Reconciler {
   absl::Status UpdatePodInPlace(Context& ctx, const kube::Json& pod,
                                 const inplace::InPlaceUpdateSpec& update);
   absl::Status WriteStatus(Context& ctx);
+  // The KruisePodReady condition (pods the pod webhook gated) for a lifecycle hook's
+  // markPodNotReady; `reason` names the lifecycle state. Returns the pod as patched.
+  absl::StatusOr<kube::Json> SetKruisePodReady(const kube::Json& pod, bool ready,
+                                               const std::string& reason,
+                                               const std::string& message, absl::Time now);
   absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
                                       const std::string& subresource = "");
   void Event(const kube::Json& cs, bool warning, const std::string& reason,
@@ -110,6 +123,9 @@ class CloneSetReconciler final : public kube::Reconciler {
 // The informers the controller reads, in CloneSetInformers' order (clonesets, pods, revisions,
 // PVCs, nodes), with their transforms and indexes. Exposed for tests.
 std::vector<kube::InformerOptions> CloneSetInformerOptions();
+// With PreDownloadImageForInPlaceUpdate: ImagePullJobs reduced to the metadata that deleting a
+// CloneSet's jobs needs, indexed by kube::kControllerUidIndex.
+kube::InformerOptions ImagePullJobInformerOptions();
 
 // The "cloneset" controller group: informers for CloneSets, their pods (all pods, compacted;
 // pods of other controllers reduced to their metadata), ControllerRevisions, PVCs and node

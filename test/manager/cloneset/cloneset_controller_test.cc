@@ -15,6 +15,7 @@
 #include "kube/rest_client.h"
 #include "manager/cloneset/cloneset_api.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/predownload.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
 
@@ -46,6 +47,12 @@ class CloneSetControllerTest : public ::testing::Test {
                           informers_[3].get(), informers_[4].get()};
     CloneSetReconcilerOptions ro;
     ro.clock = &clock_;
+    if (pre_download_) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_,
+                                                            ImagePullJobInformerOptions()));
+      inf.image_pull_jobs = informers_.back().get();
+      ro.pre_download_images = true;
+    }
     reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, nullptr, ro);
     reconciler_->ObserveThrough(inf.pods);
     reconciler_->ObserveThrough(inf.pvcs);
@@ -87,7 +94,8 @@ class CloneSetControllerTest : public ::testing::Test {
 
   // Waits until every informer holds what the server holds.
   void Sync() {
-    const std::vector<std::string> names = {kSets, "pods", kRevisions, "persistentvolumeclaims"};
+    std::vector<std::string> names = {kSets, "pods", kRevisions, "persistentvolumeclaims"};
+    if (pre_download_) names.insert(names.end(), {"nodes", "imagepulljobs.apps.kruise.io"});
     absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       bool same = true;
@@ -165,6 +173,7 @@ class CloneSetControllerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Put("pods", pod).ok());
   }
 
+  bool pre_download_ = false;  // set before SetUp
   testing::FakeClock clock_;
   std::unique_ptr<testing::FakeApiServer> server_;
   std::unique_ptr<kube::RestKubeClient> client_;
@@ -321,6 +330,93 @@ TEST_F(CloneSetControllerTest, InPlaceUpdateKeepsPodsAndRespectsMaxUnavailable) 
   EXPECT_EQ(st["currentRevision"], st["updateRevision"]);
 }
 
+class CloneSetPreDownloadTest : public CloneSetControllerTest {
+ protected:
+  CloneSetPreDownloadTest() { pre_download_ = true; }
+};
+
+// PreDownloadImageForInPlaceUpdate: one ImagePullJob per changed image, once per revision, for
+// the pods not yet updated; gone when every pod is at the new revision.
+TEST_F(CloneSetPreDownloadTest, OneJobPerRevisionDeletedWhenDone) {
+  CreateSet(4, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}},
+            {{"template", {{"metadata", {{"labels", {{"app", "web"}}}}},
+                           {"spec", {{"containers", {{{"name", "main"}, {"image", "app:v1"}},
+                                                     {{"name", "log"}, {"image", "log:v1"}}}},
+                                     {"imagePullSecrets", {{{"name", "regcred"}}}}}}}}});
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  Reconcile();
+  EXPECT_TRUE(server_->List("imagepulljobs.apps.kruise.io").empty()) << "no update, no job";
+  Json tmpl = Set()["spec"]["template"];
+  tmpl["spec"]["containers"][1]["image"] = "log:v2";
+  PatchSpec({{"template", tmpl}});
+  Reconcile();
+  auto jobs = server_->List("imagepulljobs.apps.kruise.io", "default");
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::string update_rev = Set()["status"]["updateRevision"];
+  EXPECT_EQ(kube::Name(jobs[0]), update_rev + "-log");
+  EXPECT_EQ(jobs[0]["spec"]["image"], "log:v2");
+  EXPECT_EQ(jobs[0]["spec"]["pullSecrets"], Json({"regcred"}));
+  EXPECT_EQ(kube::ControllerOf(jobs[0])->uid, kube::Uid(Set()));
+  auto rev = server_->Get(kRevisions, "default", update_rev);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(kube::Label(*rev, inplace::kImagePreDownloadCreatedLabel), "true");
+  // The job is made once: deleting it (its TTL, or by hand) does not bring it back.
+  ASSERT_TRUE(server_->Remove("imagepulljobs.apps.kruise.io", "default", kube::Name(jobs[0])).ok());
+  Reconcile();
+  EXPECT_TRUE(server_->List("imagepulljobs.apps.kruise.io").empty());
+  // A stale leader that had not seen the label tries again: the name makes it a no-op.
+  ASSERT_TRUE(server_->Seed("imagepulljobs.apps.kruise.io", jobs[0]).ok());
+  Json unlabelled = *server_->Get(kRevisions, "default", update_rev);
+  unlabelled["metadata"]["labels"].erase(inplace::kImagePreDownloadCreatedLabel);
+  ASSERT_TRUE(server_->Put(kRevisions, unlabelled).ok());
+  Reconcile();
+  EXPECT_EQ(server_->List("imagepulljobs.apps.kruise.io").size(), 1u);
+  // Roll every pod; once all are at the new revision the job goes.
+  for (int round = 0; round < 20; ++round) {
+    Reconcile();
+    if (Set()["status"]["currentRevision"] == update_rev) break;
+    for (const Json& p : Pods()) {
+      Json pod = *server_->Get("pods", "default", kube::Name(p));
+      if (pod["spec"]["containers"].size() > 1 &&
+          pod["spec"]["containers"][1]["image"] == "log:v2") {
+        Json& cs = pod["status"]["containerStatuses"];
+        if (cs.size() < 2) {
+          cs.push_back({{"name", "log"}, {"ready", true}, {"restartCount", 0},
+                        {"image", "log:v1"}, {"imageID", "sha256:bbb"},
+                        {"containerID", "containerd://" + kube::Name(p) + "-log-0"},
+                        {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}});
+        }
+        if (cs[1]["image"] != "log:v2") {
+          clock_.Advance(absl::Seconds(2));
+          cs[1] = {{"name", "log"}, {"ready", true}, {"restartCount", 1}, {"image", "log:v2"},
+                   {"imageID", "sha256:ccc"},
+                   {"containerID", "containerd://" + kube::Name(p) + "-log-1"},
+                   {"state", {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}}}};
+          ASSERT_TRUE(server_->Put("pods", pod).ok());
+        }
+      }
+      MakeReady(kube::Name(p));
+    }
+  }
+  ASSERT_EQ(Set()["status"]["currentRevision"], update_rev);
+  Reconcile();
+  EXPECT_TRUE(server_->List("imagepulljobs.apps.kruise.io").empty());
+}
+
+TEST_F(CloneSetPreDownloadTest, SmallSetsAndReCreateAreMarkedIgnored) {
+  CreateSet(3, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}});
+  Reconcile();
+  Reconcile();
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  Reconcile();
+  EXPECT_TRUE(server_->List("imagepulljobs.apps.kruise.io").empty());
+  auto rev = server_->Get(kRevisions, "default", Set()["status"]["updateRevision"]);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(kube::Label(*rev, inplace::kImagePreDownloadIgnoredLabel), "true");
+}
+
 TEST_F(CloneSetControllerTest, PartitionKeepsOldPods) {
   CreateSet(3, {{"type", "InPlaceIfPossible"}, {"partition", 2}, {"maxUnavailable", 3}});
   Reconcile();
@@ -405,6 +501,86 @@ TEST_F(CloneSetControllerTest, PreDeleteHookHoldsThePod) {
   Reconcile();
   EXPECT_EQ(Pods().size(), 1u);
   EXPECT_FALSE(server_->Get("pods", "default", held).ok());
+}
+
+// markPodNotReady: a hook that holds a pod takes it out of endpoints through the KruisePodReady
+// gate, and the pod is ready again once it is back to Normal.
+TEST_F(CloneSetControllerTest, MarkPodNotReadyThroughKruisePodReady) {
+  Json hook = {{"labelsHandler", {{"example.com/hold", "true"}}}, {"markPodNotReady", true}};
+  CreateSet(2, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}},
+            {{"lifecycle", {{"inPlaceUpdate", hook}, {"preDelete", hook}}}});
+  Reconcile();
+  for (const Json& p : Pods()) {
+    Json pod = *server_->Get("pods", "default", kube::Name(p));
+    pod["spec"]["readinessGates"].push_back({{"conditionType", "KruisePodReady"}});
+    pod["metadata"]["labels"]["example.com/hold"] = "true";
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  auto kruise_ready = [&](const std::string& name) -> std::string {
+    Json pod = *server_->Get("pods", "default", name);
+    for (const Json& c : pod["status"]["conditions"]) {
+      if (c["type"] == "KruisePodReady") return c["status"].get<std::string>() + "/" +
+                                                c.value("reason", "");
+    }
+    return "none";
+  };
+  for (const Json& p : Pods()) EXPECT_EQ(kruise_ready(kube::Name(p)), "True/");
+  // In-place update: the hooked pod goes PreparingUpdate and not ready, and stays so while held.
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  Reconcile();
+  std::string held;
+  for (const Json& p : Pods()) {
+    if (kube::Label(p, kLifecycleStateLabel) == kStatePreparingUpdate) held = kube::Name(p);
+  }
+  ASSERT_FALSE(held.empty());
+  EXPECT_EQ(kruise_ready(held), "False/PreparingUpdate");
+  Reconcile();
+  EXPECT_EQ(kruise_ready(held), "False/PreparingUpdate");
+  // The hook lets go; the update runs; the hook label comes back; the pod is Normal and ready.
+  Json pod = *server_->Get("pods", "default", held);
+  pod["metadata"]["labels"].erase("example.com/hold");
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  for (int i = 0; i < 10 && kube::Label(*server_->Get("pods", "default", held),
+                                        kLifecycleStateLabel) != kStateNormal; ++i) {
+    Reconcile();
+    RestartChanged(held);
+    MakeReady(held);
+    Json p = *server_->Get("pods", "default", held);
+    if (!p["metadata"]["labels"].contains("example.com/hold") &&
+        kube::Label(p, kLifecycleStateLabel) == kStateUpdated) {
+      p["metadata"]["labels"]["example.com/hold"] = "true";
+      ASSERT_TRUE(server_->Put("pods", p).ok());
+    }
+  }
+  ASSERT_EQ(kube::Label(*server_->Get("pods", "default", held), kLifecycleStateLabel), kStateNormal);
+  Reconcile();
+  EXPECT_EQ(kruise_ready(held), "True/");
+  // preDelete with markPodNotReady: scale down holds one pod, not ready.
+  PatchSpec({{"replicas", 1}, {"updateStrategy", {{"paused", true}}}});
+  Reconcile();
+  std::string deleting;
+  for (const Json& p : Pods()) {
+    if (kube::Label(p, kLifecycleStateLabel) == kStatePreparingDelete) deleting = kube::Name(p);
+  }
+  ASSERT_FALSE(deleting.empty());
+  EXPECT_EQ(kruise_ready(deleting), "False/PreparingDelete");
+  // With markPodNotReady the PreparingDelete is final (OpenKruise's rule: the pod may already
+  // be out of service): a scale-up does not take it back; it goes when the hook lets go, and
+  // a new pod replaces it.
+  PatchSpec({{"replicas", 2}});
+  Reconcile();
+  EXPECT_EQ(kube::Label(*server_->Get("pods", "default", deleting), kLifecycleStateLabel),
+            kStatePreparingDelete);
+  EXPECT_EQ(kruise_ready(deleting), "False/PreparingDelete");
+  pod = *server_->Get("pods", "default", deleting);
+  pod["metadata"]["labels"].erase("example.com/hold");
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  Reconcile();
+  EXPECT_FALSE(server_->Get("pods", "default", deleting).ok());
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 2u);
 }
 
 TEST_F(CloneSetControllerTest, AdoptsOrphansAndReleasesMismatches) {

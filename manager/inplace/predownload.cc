@@ -1,0 +1,162 @@
+#include "manager/inplace/predownload.h"
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "kube/object.h"
+
+namespace kruise::manager::inplace {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr int kDefaultParallelism = 1;
+constexpr int kDefaultTimeoutSeconds = 300;
+constexpr int kBackoffLimit = 1;
+constexpr int kTtlSecondsAfterFinished = 600;
+
+// A positive integer annotation of the workload, or `def` when absent or not one.
+int PositiveAnnotation(const Json& owner, const char* key, int def) {
+  auto v = kube::Annotation(owner, key);
+  int n = 0;
+  if (v.has_value() && absl::SimpleAtoi(*v, &n) && n > 0) return n;
+  return def;
+}
+
+Json StringMap(const Json* m) {
+  Json out = Json::object();
+  if (m == nullptr || !m->is_object()) return out;
+  for (const auto& [k, v] : m->items()) {
+    if (v.is_string()) out[k] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ChangedImages(const Json& current_template,
+                                                 const Json& update_template) {
+  std::map<std::string, std::string> old_images;
+  if (const Json* cs = kube::FindPath(current_template, {"spec", "containers"});
+      cs != nullptr && cs->is_array()) {
+    for (const Json& c : *cs) {
+      if (!c.is_object()) continue;
+      old_images[c.value("name", "")] = c.contains("image") && c["image"].is_string()
+                                            ? c["image"].get<std::string>()
+                                            : "";
+    }
+  }
+  std::map<std::string, std::string> out;
+  const Json* cs = kube::FindPath(update_template, {"spec", "containers"});
+  if (cs == nullptr || !cs->is_array()) return out;
+  for (const Json& c : *cs) {
+    if (!c.is_object() || !c.contains("image") || !c["image"].is_string()) continue;
+    const std::string name = c.value("name", "");
+    const std::string image = c["image"].get<std::string>();
+    if (name.empty() || image.empty()) continue;
+    auto it = old_images.find(name);
+    if (it == old_images.end() || it->second != image) out[name] = image;
+  }
+  return out;
+}
+
+int MinUpdatedReadyPodsToPreDownload(const Json& owner, int replicas) {
+  auto v = kube::Annotation(owner, kImagePreDownloadMinUpdatedReadyPodsAnnotation);
+  if (!v.has_value()) return 0;
+  int n = 0;
+  Json value = absl::SimpleAtoi(*v, &n) ? Json(n) : Json(*v);
+  auto scaled = kube::GetScaledValueFromIntOrPercent(value, replicas, /*round_up=*/true);
+  return scaled.ok() && *scaled > 0 ? *scaled : 0;
+}
+
+PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
+  PreDownloadPlan plan;
+  if (req.revision_labels.is_object() &&
+      (req.revision_labels.contains(kImagePreDownloadCreatedLabel) ||
+       req.revision_labels.contains(kImagePreDownloadIgnoredLabel))) {
+    plan.already_done = true;
+    return plan;
+  }
+  if (req.recreate_only) {
+    plan.ignore_reason = "the update strategy recreates pods";
+    return plan;
+  }
+  if (req.replicas <= kMinimumReplicasToPreDownload) {
+    plan.ignore_reason = absl::StrCat("replicas ", req.replicas, " <= ",
+                                      kMinimumReplicasToPreDownload);
+    return plan;
+  }
+  if (req.partition == 0 && req.max_unavailable >= req.replicas) {
+    plan.ignore_reason = "every pod is updated in one batch";
+    return plan;
+  }
+
+  // The workload's pods that are not at the new revision yet.
+  Json selector = req.selector.is_object() ? req.selector : Json::object();
+  Json values = Json::array({req.update_revision});
+  if (req.revision_labels.is_object()) {
+    // apps/v1 controllers label their revisions with the bare hash; pods may carry either.
+    auto it = req.revision_labels.find("controller.kubernetes.io/hash");
+    if (it != req.revision_labels.end() && it->is_string() && *it != req.update_revision) {
+      values.push_back(*it);
+    }
+  }
+  if (!selector.contains("matchExpressions") || !selector["matchExpressions"].is_array()) {
+    selector["matchExpressions"] = Json::array();
+  }
+  selector["matchExpressions"].push_back(
+      {{"key", "controller-revision-hash"}, {"operator", "NotIn"}, {"values", values}});
+
+  Json secrets = Json::array();
+  if (const Json* ps = kube::FindPath(req.update_template, {"spec", "imagePullSecrets"});
+      ps != nullptr && ps->is_array()) {
+    for (const Json& s : *ps) {
+      if (s.is_object() && s.contains("name") && s["name"].is_string()) secrets.push_back(s["name"]);
+    }
+  }
+  // As OpenKruise: the job carries the template's labels (so it matches the workload's selector,
+  // like everything the workload owns) and the revision; the sandbox gets the same metadata.
+  Json labels = StringMap(kube::FindPath(req.update_template, {"metadata", "labels"}));
+  labels["controller-revision-hash"] = req.update_revision;
+  Json annotations = StringMap(kube::FindPath(req.update_template, {"metadata", "annotations"}));
+  Json sandbox = {{"labels", StringMap(kube::FindPath(req.update_template, {"metadata", "labels"}))}};
+  if (!annotations.empty()) sandbox["annotations"] = annotations;
+
+  Json owner_ref = {{"apiVersion", req.owner.value("apiVersion", "")},
+                    {"kind", req.owner.value("kind", "")},
+                    {"name", kube::Name(req.owner)},
+                    {"uid", kube::Uid(req.owner)},
+                    {"controller", true},
+                    {"blockOwnerDeletion", true}};
+  const int parallelism =
+      PositiveAnnotation(req.owner, kImagePreDownloadParallelismAnnotation, kDefaultParallelism);
+  const int timeout =
+      PositiveAnnotation(req.owner, kImagePreDownloadTimeoutAnnotation, kDefaultTimeoutSeconds);
+
+  for (const auto& [container, image] : ChangedImages(req.current_template, req.update_template)) {
+    Json job = {
+        {"apiVersion", "apps.kruise.io/v1alpha1"},
+        {"kind", "ImagePullJob"},
+        {"metadata",
+         {{"name", absl::StrCat(req.update_revision, "-", container)},
+          {"namespace", kube::Namespace(req.owner)},
+          {"labels", labels},
+          {"ownerReferences", Json::array({owner_ref})}}},
+        {"spec",
+         {{"image", image},
+          {"parallelism", parallelism},
+          {"podSelector", selector},
+          {"pullPolicy", {{"timeoutSeconds", timeout}, {"backoffLimit", kBackoffLimit}}},
+          {"completionPolicy",
+           {{"type", "Always"}, {"ttlSecondsAfterFinished", kTtlSecondsAfterFinished}}},
+          {"sandboxConfig", sandbox}}}};
+    if (!annotations.empty()) job["metadata"]["annotations"] = annotations;
+    if (!secrets.empty()) job["spec"]["pullSecrets"] = secrets;
+    plan.jobs.push_back(std::move(job));
+  }
+  return plan;
+}
+
+}  // namespace kruise::manager::inplace

@@ -1,0 +1,76 @@
+#pragma once
+
+// Image pre-download before an in-place update (feature gate PreDownloadImageForInPlaceUpdate,
+// issue 14), shared by the workloads that update in place; it knows no workload. When a workload
+// gets a new revision, OpenKruise creates one ImagePullJob per changed container image, owned by
+// the workload and aimed at the nodes of its pods that are not at the new revision yet, so the
+// daemon warms those nodes while the rollout proceeds batch by batch. It does this once per
+// revision: the ControllerRevision is then labelled "created" or "ignored".
+//
+//   PreDownloadRequest req{...};
+//   PreDownloadPlan plan = PlanImagePreDownload(req);
+//   if (!plan.ignore_reason.empty()) label the revision kImagePreDownloadIgnoredLabel;
+//   else { create plan.jobs (AlreadyExists is success); label kImagePreDownloadCreatedLabel; }
+//
+// Rules, as OpenKruise: not for a ReCreate-only workload, not for replicas <= 3, not when every
+// pod updates in one batch (partition 0 and maxUnavailable >= replicas); jobs are named
+// `<revision>-<container>` (deterministic, so a second leader's attempt is an AlreadyExists, never
+// a second job), select the workload's pods whose controller-revision-hash is not the new
+// revision, pull with parallelism 1 (annotation apps.kruise.io/image-predownload-parallelism),
+// timeout 300 s (apps.kruise.io/image-predownload-timeout-seconds), backoffLimit 1, and are
+// removed 600 s after they finish; pull secrets from the template, sandboxConfig from its labels
+// and annotations. Pure functions: table tests in test/manager/inplace.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace kruise::manager::inplace {
+
+inline constexpr char kPreDownloadGate[] = "PreDownloadImageForInPlaceUpdate";
+// OpenKruise's label keys on the ControllerRevision (the first one is spelled so upstream).
+inline constexpr char kImagePreDownloadCreatedLabel[] = "apps.kruise.io/pre-predownload-created";
+inline constexpr char kImagePreDownloadIgnoredLabel[] = "apps.kruise.io/image-predownload-ignored";
+// Annotations on the workload.
+inline constexpr char kImagePreDownloadParallelismAnnotation[] =
+    "apps.kruise.io/image-predownload-parallelism";
+inline constexpr char kImagePreDownloadTimeoutAnnotation[] =
+    "apps.kruise.io/image-predownload-timeout-seconds";
+inline constexpr char kImagePreDownloadMinUpdatedReadyPodsAnnotation[] =
+    "apps.kruise.io/image-predownload-min-updated-ready-pods";
+// Workloads with at most this many replicas are not worth a job.
+inline constexpr int kMinimumReplicasToPreDownload = 3;
+
+struct PreDownloadRequest {
+  nlohmann::json owner;            // the workload (apiVersion, kind, metadata with uid)
+  nlohmann::json selector;         // its spec.selector
+  std::string update_revision;     // the new ControllerRevision's name (the pods' hash label)
+  nlohmann::json revision_labels;  // that revision's labels
+  nlohmann::json current_template;  // pod templates of the current and the new revision
+  nlohmann::json update_template;
+  bool recreate_only = false;  // the workload replaces pods on update (CloneSet ReCreate)
+  int replicas = 0;
+  int partition = 0;        // resolved against replicas
+  int max_unavailable = 0;  // resolved against replicas
+};
+
+struct PreDownloadPlan {
+  std::string ignore_reason;  // non-empty: label the revision ignored, create nothing
+  bool already_done = false;  // the revision is labelled created or ignored: nothing to do
+  std::vector<nlohmann::json> jobs;  // ImagePullJobs to create (may be empty: no image changed)
+};
+
+// Container name -> new image, for the regular containers whose image in `update_template`
+// differs from the container of the same name in `current_template` (or that are new).
+std::map<std::string, std::string> ChangedImages(const nlohmann::json& current_template,
+                                                 const nlohmann::json& update_template);
+
+PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req);
+
+// The workload's apps.kruise.io/image-predownload-min-updated-ready-pods (int or percent of
+// `replicas`, rounded up): 0 when absent or malformed.
+int MinUpdatedReadyPodsToPreDownload(const nlohmann::json& owner, int replicas);
+
+}  // namespace kruise::manager::inplace
