@@ -1,0 +1,1008 @@
+#include "manager/sidecarset/sidecarset_admission.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kube/object.h"
+
+namespace kruise::manager::sidecarset {
+// Helpers in a named namespace, in case this library gains sibling sources that share its
+// unity-build unit.
+namespace admission_impl {
+namespace {
+
+using kube::Field;
+using kube::Json;
+
+constexpr char kRollingUpdate[] = "RollingUpdate";
+constexpr char kNotUpdate[] = "NotUpdate";
+constexpr char kBeforeApp[] = "BeforeAppContainer";
+constexpr char kAfterApp[] = "AfterAppContainer";
+constexpr char kColdUpgrade[] = "ColdUpgrade";
+constexpr char kHotUpgrade[] = "HotUpgrade";
+constexpr char kShareEnabled[] = "enabled";
+constexpr char kShareDisabled[] = "disabled";
+constexpr char kRevisionAlways[] = "Always";
+constexpr char kRevisionPartial[] = "Partial";
+constexpr char kPatchRetain[] = "Retain";
+constexpr char kPatchOverwrite[] = "Overwrite";
+constexpr char kPatchMergeJson[] = "MergePatchJson";
+
+// ---- Defaulting ---------------------------------------------------------------------------------
+// Every function below takes an object (callers check) and only adds members that are absent or
+// null (Go's nil), or, for strings and the probe counters, empty/zero (Go cannot tell those apart
+// from unset either).
+
+bool Unset(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null();
+}
+
+void SetIfUnset(Json* obj, const char* key, Json value) {
+  if (Unset(*obj, key)) (*obj)[key] = std::move(value);
+}
+
+void SetIfEmptyString(Json* obj, const char* key, const std::string& value) {
+  auto it = obj->find(key);
+  if (it == obj->end() || it->is_null() ||
+      (it->is_string() && it->get_ref<const std::string&>().empty())) {
+    (*obj)[key] = value;
+  }
+}
+
+void SetIfZero(Json* obj, const char* key, int64_t value) {
+  auto it = obj->find(key);
+  if (it == obj->end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) {
+    (*obj)[key] = value;
+  }
+}
+
+// The object member `key`, created empty when absent or null; nullptr when it holds something else.
+Json* EnsureObject(Json* obj, const char* key) {
+  if (Unset(*obj, key)) (*obj)[key] = Json::object();
+  Json& v = (*obj)[key];
+  return v.is_object() ? &v : nullptr;
+}
+
+// An existing object member; nullptr when absent or not an object.
+Json* ObjectAt(Json* obj, const char* key) {
+  auto it = obj->find(key);
+  return it != obj->end() && it->is_object() ? &*it : nullptr;
+}
+
+template <typename Fn>
+void EachObject(Json* obj, const char* key, Fn fn) {
+  auto it = obj->find(key);
+  if (it == obj->end() || !it->is_array()) return;
+  for (Json& e : *it) {
+    if (e.is_object()) fn(&e);
+  }
+}
+
+// Kubernetes' SetDefaults_Container pull policy: Always for the tag "latest" (or no tag and no
+// digest), IfNotPresent otherwise (also for a reference it cannot parse, such as "").
+std::string PullPolicyFor(const Json* image) {
+  if (image == nullptr || !image->is_string() || image->get_ref<const std::string&>().empty()) {
+    return "IfNotPresent";
+  }
+  std::string ref = image->get<std::string>();
+  bool digest = false;
+  if (size_t at = ref.find('@'); at != std::string::npos) {
+    digest = true;
+    ref.resize(at);
+  }
+  std::string tag;
+  const size_t slash = ref.rfind('/');
+  const size_t colon = ref.rfind(':');
+  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) {
+    tag = ref.substr(colon + 1);
+  }
+  if (tag.empty() && !digest) tag = "latest";
+  return tag == "latest" ? "Always" : "IfNotPresent";
+}
+
+void DefaultFieldSelector(Json* owner) {
+  if (Json* ref = ObjectAt(owner, "fieldRef")) SetIfEmptyString(ref, "apiVersion", "v1");
+}
+
+void DefaultHttpGetAction(Json* handler) {
+  if (Json* get = ObjectAt(handler, "httpGet")) {
+    SetIfEmptyString(get, "path", "/");
+    SetIfEmptyString(get, "scheme", "HTTP");
+  }
+}
+
+void DefaultProbeAt(Json* container, const char* key) {
+  Json* probe = ObjectAt(container, key);
+  if (probe == nullptr) return;
+  SetIfZero(probe, "timeoutSeconds", 1);
+  SetIfZero(probe, "periodSeconds", 10);
+  SetIfZero(probe, "successThreshold", 1);
+  SetIfZero(probe, "failureThreshold", 3);
+  DefaultHttpGetAction(probe);
+}
+
+void DefaultSidecar(Json* c, const char* inject_policy) {
+  SetIfEmptyString(c, "podInjectPolicy", inject_policy);
+  if (Json* us = EnsureObject(c, "upgradeStrategy")) {
+    SetIfEmptyString(us, "upgradeType", kColdUpgrade);
+  }
+  if (Json* svp = EnsureObject(c, "shareVolumePolicy")) {
+    SetIfEmptyString(svp, "type", kShareDisabled);
+  }
+  EachObject(c, "transferEnv", [](Json* t) {
+    if (Json* from = ObjectAt(t, "sourceContainerNameFrom")) DefaultFieldSelector(from);
+  });
+  // The core/v1 Container part.
+  SetIfEmptyString(c, "imagePullPolicy", PullPolicyFor(Field(*c, "image")));
+  SetIfEmptyString(c, "terminationMessagePath", "/dev/termination-log");
+  SetIfEmptyString(c, "terminationMessagePolicy", "File");
+  EachObject(c, "ports", [](Json* port) { SetIfEmptyString(port, "protocol", "TCP"); });
+  EachObject(c, "env", [](Json* env) {
+    if (Json* from = ObjectAt(env, "valueFrom")) DefaultFieldSelector(from);
+  });
+  DefaultProbeAt(c, "livenessProbe");
+  DefaultProbeAt(c, "readinessProbe");
+  DefaultProbeAt(c, "startupProbe");
+  if (Json* lifecycle = ObjectAt(c, "lifecycle")) {
+    if (Json* h = ObjectAt(lifecycle, "postStart")) DefaultHttpGetAction(h);
+    if (Json* h = ObjectAt(lifecycle, "preStop")) DefaultHttpGetAction(h);
+  }
+}
+
+void DefaultPodVolume(Json* v) {
+  bool has_source = false;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (it.key() != "name" && !it->is_null()) has_source = true;
+  }
+  if (!has_source) (*v)["emptyDir"] = Json::object();
+  if (Json* hp = ObjectAt(v, "hostPath")) SetIfUnset(hp, "type", "");
+  for (const char* key : {"secret", "configMap"}) {
+    if (Json* src = ObjectAt(v, key)) SetIfUnset(src, "defaultMode", 420);
+  }
+  if (Json* dapi = ObjectAt(v, "downwardAPI")) {
+    SetIfUnset(dapi, "defaultMode", 420);
+    EachObject(dapi, "items", DefaultFieldSelector);
+  }
+  if (Json* projected = ObjectAt(v, "projected")) {
+    SetIfUnset(projected, "defaultMode", 420);
+    EachObject(projected, "sources", [](Json* source) {
+      if (Json* dapi = ObjectAt(source, "downwardAPI"))
+        EachObject(dapi, "items", DefaultFieldSelector);
+      if (Json* token = ObjectAt(source, "serviceAccountToken")) {
+        SetIfUnset(token, "expirationSeconds", 3600);
+      }
+    });
+  }
+}
+
+// ---- Validation helpers -------------------------------------------------------------------------
+
+class Problems {
+ public:
+  void Add(const std::string& path, const std::string& message) {
+    list_.push_back(absl::StrCat(path, ": ", message));
+  }
+  std::vector<std::string> Take() { return std::move(list_); }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+// A value for a message; never throws (invalid UTF-8 is replaced).
+std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string At(const std::string& path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
+
+// A non-empty string member, or nullopt.
+std::optional<std::string> NonEmptyString(const Json& obj, const char* key) {
+  const Json* v = Field(obj, key);
+  if (v == nullptr || !v->is_string() || v->get_ref<const std::string&>().empty()) {
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+bool IsLowerAlnum(char c) {
+  return absl::ascii_islower(static_cast<unsigned char>(c)) ||
+         absl::ascii_isdigit(static_cast<unsigned char>(c));
+}
+
+bool IsDns1123Label(const std::string& s) {
+  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
+    return false;
+  }
+  for (char c : s) {
+    if (!IsLowerAlnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+// Kubernetes' IsEnvVarName: [-._a-zA-Z][-._a-zA-Z0-9]*, not "." or "..", not starting with "..".
+bool IsEnvVarName(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || absl::StartsWith(s, "..")) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (!(absl::ascii_isalpha(c) || c == '-' || c == '.' || c == '_' ||
+          (i > 0 && absl::ascii_isdigit(c)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A label key / annotation key / qualified name ("prefix/name"), through the selector grammar of
+// kube::LabelSelector: OK or the reason.
+absl::Status CheckQualifiedName(const std::string& name) {
+  auto parsed = kube::LabelSelector::FromJson(
+      Json{{"matchExpressions", Json::array({{{"key", name}, {"operator", "Exists"}}})}});
+  return parsed.ok() ? absl::OkStatus() : parsed.status();
+}
+
+// A label selector that must be given, valid and non-empty (reported otherwise).
+void CheckSelector(const Json* sel, const std::string& path, Problems* problems) {
+  if (sel == nullptr) {
+    problems->Add(path, "Required value: no selector defined for SidecarSet");
+    return;
+  }
+  if (!sel->is_object()) {
+    problems->Add(path, "Invalid value: must be a label selector object");
+    return;
+  }
+  auto parsed = kube::LabelSelector::FromJson(*sel);
+  if (!parsed.ok()) {
+    problems->Add(path, absl::StrCat("Invalid value: ", parsed.status().message()));
+  } else if (parsed->matches_everything()) {
+    problems->Add(path, "Invalid value: empty selector is not valid for sidecarset");
+  }
+}
+
+// A string member that must be one of `allowed` when present and non-empty (empty reads as the
+// default). Returns the effective value ("" when absent or invalid).
+std::string CheckEnum(const Json& obj, const char* key, const std::string& path,
+                      std::initializer_list<const char*> allowed, Problems* problems) {
+  const Json* v = Field(obj, key);
+  if (v == nullptr || (v->is_string() && v->get_ref<const std::string&>().empty())) return "";
+  if (v->is_string()) {
+    for (const char* a : allowed) {
+      if (v->get_ref<const std::string&>() == a) return a;
+    }
+  }
+  std::vector<std::string> quoted;
+  for (const char* a : allowed) quoted.push_back(absl::StrCat("\"", a, "\""));
+  problems->Add(path, absl::StrCat("Unsupported value: ", Show(*v),
+                                   ": supported values: ", absl::StrJoin(quoted, ", ")));
+  return "";
+}
+
+// An optional object member; reports a non-object. nullptr when absent or not an object.
+const Json* OptionalObject(const Json& obj, const char* key, const std::string& path,
+                           Problems* problems) {
+  const Json* v = Field(obj, key);
+  if (v == nullptr) return nullptr;
+  if (!v->is_object()) {
+    problems->Add(path, "must be an object");
+    return nullptr;
+  }
+  return v;
+}
+
+// An optional list member; reports a non-list. nullptr when absent or not a list.
+const Json* OptionalList(const Json& obj, const char* key, const std::string& path,
+                         Problems* problems) {
+  const Json* v = Field(obj, key);
+  if (v == nullptr) return nullptr;
+  if (!v->is_array()) {
+    problems->Add(path, "must be a list");
+    return nullptr;
+  }
+  return v;
+}
+
+void CheckBool(const Json& obj, const char* key, const std::string& path, Problems* problems) {
+  const Json* v = Field(obj, key);
+  if (v != nullptr && !v->is_boolean()) problems->Add(path, "must be a boolean");
+}
+
+// An IntOrString that must be a non-negative integer or "N%" with 0 <= N <= 100; returns whether
+// it is non-zero (nullopt when invalid, reported).
+std::optional<bool> CheckIntOrPercent(const Json& v, const std::string& path, Problems* problems) {
+  auto scaled = v.is_number_integer() || v.is_string()
+                    ? kube::GetScaledValueFromIntOrPercent(v, 100, /*round_up=*/true)
+                    : absl::InvalidArgumentError("not an IntOrString");
+  if (!scaled.ok()) {
+    problems->Add(path, absl::StrCat("Invalid value: ", Show(v),
+                                     ": must be an integer or a percentage like \"20%\""));
+    return std::nullopt;
+  }
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    int percent = 0;
+    if (!absl::SimpleAtoi(absl::string_view(s).substr(0, s.size() - 1), &percent) || percent < 0 ||
+        percent > 100) {
+      problems->Add(path, absl::StrCat("Invalid value: \"", s,
+                                       "\": a percentage must be between 0% and 100%"));
+      return std::nullopt;
+    }
+    return percent != 0;
+  }
+  if (*scaled < 0) {
+    problems->Add(path,
+                  absl::StrCat("Invalid value: ", Show(v), ": must be greater than or equal to 0"));
+    return std::nullopt;
+  }
+  return *scaled != 0;
+}
+
+// ---- Validation ---------------------------------------------------------------------------------
+
+// spec.volumes: the names, for the volume mounts to refer to.
+std::set<std::string> CheckVolumes(const Json& spec, Problems* problems) {
+  std::set<std::string> names;
+  const Json* list = OptionalList(spec, "volumes", "spec.volumes", problems);
+  if (list == nullptr) return names;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& v = (*list)[i];
+    const std::string path = At("spec.volumes", i);
+    if (!v.is_object()) {
+      problems->Add(path, "must be a volume object");
+      continue;
+    }
+    auto name = NonEmptyString(v, "name");
+    if (!name) {
+      problems->Add(path + ".name", "Required value");
+    } else if (!IsDns1123Label(*name)) {
+      problems->Add(path + ".name",
+                    absl::StrCat("Invalid value: \"", *name, "\": must be a DNS-1123 label"));
+    } else if (!names.insert(*name).second) {
+      problems->Add(path + ".name", absl::StrCat("Duplicate value: \"", *name, "\""));
+    }
+    std::vector<std::string> sources;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it.key() != "name" && !it->is_null()) sources.push_back(it.key());
+    }
+    if (sources.size() > 1) {
+      problems->Add(path, absl::StrCat("Forbidden: may not specify more than 1 volume type (",
+                                       absl::StrJoin(sources, ", "), ")"));
+    }
+  }
+  return names;
+}
+
+void CheckTransferEnv(const Json& c, const std::string& cpath, Problems* problems) {
+  const std::string tpath = cpath + ".transferEnv";
+  const Json* list = OptionalList(c, "transferEnv", tpath, problems);
+  if (list == nullptr) return;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& t = (*list)[i];
+    const std::string path = At(tpath, i);
+    if (!t.is_object()) {
+      problems->Add(path, "must be an object");
+      continue;
+    }
+    const Json* source_name = Field(t, "sourceContainerName");
+    if (source_name != nullptr && !source_name->is_string()) {
+      problems->Add(path + ".sourceContainerName", "must be a string");
+    }
+    bool has_source = NonEmptyString(t, "sourceContainerName").has_value();
+    if (const Json* from = OptionalObject(t, "sourceContainerNameFrom",
+                                          path + ".sourceContainerNameFrom", problems)) {
+      const std::string fpath = path + ".sourceContainerNameFrom.fieldRef";
+      const Json* ref = Field(*from, "fieldRef");
+      if (ref == nullptr || !ref->is_object()) {
+        problems->Add(fpath, "Required value: the pod field naming the source container");
+      } else {
+        has_source = true;
+        const Json* api = Field(*ref, "apiVersion");
+        if (api != nullptr && !(api->is_string() && (api->get_ref<const std::string&>() == "v1" ||
+                                                     api->get_ref<const std::string&>().empty()))) {
+          problems->Add(fpath + ".apiVersion", absl::StrCat("Unsupported value: ", Show(*api),
+                                                            ": supported values: \"v1\""));
+        }
+        auto field_path = NonEmptyString(*ref, "fieldPath");
+        if (!field_path) {
+          problems->Add(fpath + ".fieldPath", "Required value");
+        } else {
+          const std::string& fp = *field_path;
+          bool ok =
+              fp == "metadata.name" || fp == "metadata.labels" || fp == "metadata.annotations";
+          for (const char* prefix : {"metadata.labels['", "metadata.annotations['"}) {
+            if (absl::StartsWith(fp, prefix) && absl::EndsWith(fp, "']") &&
+                fp.size() > strlen(prefix) + 2) {
+              std::string key = fp.substr(strlen(prefix), fp.size() - strlen(prefix) - 2);
+              if (absl::StartsWith(prefix, "metadata.annotations"))
+                key = absl::AsciiStrToLower(key);
+              if (absl::Status st = CheckQualifiedName(key); st.ok()) {
+                ok = true;
+              } else {
+                problems->Add(fpath + ".fieldPath",
+                              absl::StrCat("Invalid value: \"", fp, "\": ", st.message()));
+                ok = true;  // reported
+              }
+            }
+          }
+          if (!ok) {
+            problems->Add(fpath + ".fieldPath",
+                          absl::StrCat("Unsupported value: \"", fp,
+                                       "\": supported values: \"metadata.name\", "
+                                       "\"metadata.labels['<KEY>']\", "
+                                       "\"metadata.annotations['<KEY>']\""));
+          }
+        }
+      }
+    }
+    if (!has_source) {
+      problems->Add(path,
+                    "Required value: sourceContainerName or sourceContainerNameFrom.fieldRef");
+    }
+    bool has_env = false;
+    if (const Json* name = Field(t, "envName")) {
+      if (!name->is_string()) {
+        problems->Add(path + ".envName", "must be a string");
+      } else if (!name->get_ref<const std::string&>().empty()) {
+        has_env = true;
+        if (!IsEnvVarName(name->get<std::string>())) {
+          problems->Add(path + ".envName", absl::StrCat("Invalid value: ", Show(*name),
+                                                        ": not a valid environment variable name"));
+        }
+      }
+    }
+    if (const Json* names = OptionalList(t, "envNames", path + ".envNames", problems)) {
+      for (size_t j = 0; j < names->size(); ++j) {
+        const Json& n = (*names)[j];
+        has_env = true;
+        if (!n.is_string() || !IsEnvVarName(n.get<std::string>())) {
+          problems->Add(
+              At(path + ".envNames", j),
+              absl::StrCat("Invalid value: ", Show(n), ": not a valid environment variable name"));
+        }
+      }
+    }
+    if (!has_env) problems->Add(path, "Required value: envName or envNames");
+  }
+}
+
+void CheckResourcesPolicy(const Json& c, const std::string& cpath, Problems* problems) {
+  const std::string path = cpath + ".resourcesPolicy";
+  const Json* rp = OptionalObject(c, "resourcesPolicy", path, problems);
+  if (rp == nullptr) return;
+  const Json* mode = Field(*rp, "targetContainersMode");
+  if (mode == nullptr || !mode->is_string() ||
+      (mode->get_ref<const std::string&>() != "sum" &&
+       mode->get_ref<const std::string&>() != "max")) {
+    problems->Add(path + ".targetContainersMode",
+                  absl::StrCat("Unsupported value: ", mode == nullptr ? "null" : Show(*mode),
+                               ": supported values: \"sum\", \"max\""));
+  }
+  const Json* regex = Field(*rp, "targetContainersNameRegex");
+  if (regex != nullptr && !regex->is_string()) {
+    problems->Add(path + ".targetContainersNameRegex", "must be a string");
+  }
+  int expressions = 0;
+  if (const Json* expr = OptionalObject(*rp, "resourcesExpr", path + ".resourcesExpr", problems)) {
+    for (const char* kind : {"limits", "requests"}) {
+      const std::string kpath = absl::StrCat(path, ".resourcesExpr.", kind);
+      const Json* k = OptionalObject(*expr, kind, kpath, problems);
+      if (k == nullptr) continue;
+      for (const char* res : {"cpu", "memory"}) {
+        const Json* e = Field(*k, res);
+        if (e == nullptr) continue;
+        if (!e->is_string()) {
+          problems->Add(absl::StrCat(kpath, ".", res), "must be a string expression");
+        } else if (!e->get_ref<const std::string&>().empty()) {
+          ++expressions;
+        }
+      }
+    }
+  }
+  if (expressions == 0) {
+    problems->Add(path + ".resourcesExpr",
+                  "Required value: at least one of limits/requests cpu/memory");
+  }
+  if (const Json* res = Field(c, "resources"); res != nullptr && res->is_object()) {
+    for (const char* kind : {"limits", "requests"}) {
+      const Json* k = Field(*res, kind);
+      if (k != nullptr && k->is_object() && !k->empty()) {
+        problems->Add(path, absl::StrCat("Forbidden: resourcesPolicy and resources.", kind,
+                                         " cannot be used together"));
+      }
+    }
+  }
+}
+
+struct SidecarNames {
+  std::set<std::string> all;                             // containers and initContainers
+  std::vector<std::pair<std::string, std::string>> hot;  // (name, path) of HotUpgrade sidecars
+};
+
+void CheckSidecars(const Json& spec, const char* key, bool init,
+                   const std::set<std::string>& volumes, const std::string& update_type,
+                   SidecarNames* names, Problems* problems) {
+  const std::string lpath = absl::StrCat("spec.", key);
+  const Json* list = OptionalList(spec, key, lpath, problems);
+  if (list == nullptr) return;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& c = (*list)[i];
+    const std::string path = At(lpath, i);
+    if (!c.is_object()) {
+      problems->Add(path, "must be a container object");
+      continue;
+    }
+    auto name = NonEmptyString(c, "name");
+    if (!name) {
+      problems->Add(path + ".name", "Required value");
+    } else if (!IsDns1123Label(*name)) {
+      problems->Add(path + ".name",
+                    absl::StrCat("Invalid value: \"", *name,
+                                 "\": must be a DNS-1123 label (lower-case alphanumerics and '-', "
+                                 "at most 63 characters)"));
+    } else if (!names->all.insert(*name).second) {
+      problems->Add(path + ".name", absl::StrCat("Duplicate value: \"", *name,
+                                                 "\": container names must be unique across "
+                                                 "containers and initContainers"));
+    }
+    auto image = NonEmptyString(c, "image");
+    if (!image) problems->Add(path + ".image", "Required value");
+
+    CheckEnum(c, "podInjectPolicy", path + ".podInjectPolicy", {kBeforeApp, kAfterApp}, problems);
+    for (const char* policy : {"shareVolumePolicy", "shareVolumeDevicePolicy"}) {
+      const std::string ppath = absl::StrCat(path, ".", policy);
+      if (const Json* p = OptionalObject(c, policy, ppath, problems)) {
+        CheckEnum(*p, "type", ppath + ".type", {kShareEnabled, kShareDisabled}, problems);
+      }
+    }
+    if (const Json* us =
+            OptionalObject(c, "upgradeStrategy", path + ".upgradeStrategy", problems)) {
+      const std::string type = CheckEnum(*us, "upgradeType", path + ".upgradeStrategy.upgradeType",
+                                         {kColdUpgrade, kHotUpgrade}, problems);
+      const Json* empty_image = Field(*us, "hotUpgradeEmptyImage");
+      if (empty_image != nullptr && !empty_image->is_string()) {
+        problems->Add(path + ".upgradeStrategy.hotUpgradeEmptyImage", "must be a string");
+      }
+      if (type == kHotUpgrade) {
+        auto empty = NonEmptyString(*us, "hotUpgradeEmptyImage");
+        if (!empty) {
+          problems->Add(
+              path + ".upgradeStrategy.hotUpgradeEmptyImage",
+              "Required value: a HotUpgrade sidecar needs the image of its idle container");
+        } else if (image && *empty == *image) {
+          problems->Add(path + ".upgradeStrategy.hotUpgradeEmptyImage",
+                        absl::StrCat("Invalid value: \"", *empty,
+                                     "\": must differ from the sidecar's image"));
+        }
+        if (name && IsDns1123Label(*name)) {
+          if (name->size() > 61) {
+            problems->Add(path + ".name",
+                          absl::StrCat("Invalid value: \"", *name,
+                                       "\": a HotUpgrade sidecar runs as <name>-1 and <name>-2, "
+                                       "so its name can have at most 61 characters"));
+          } else {
+            names->hot.emplace_back(*name, path + ".name");
+          }
+        }
+      }
+    }
+    if (init) {
+      if (const Json* rp = Field(c, "restartPolicy")) {
+        if (!rp->is_string() || rp->get_ref<const std::string&>() != "Always") {
+          problems->Add(path + ".restartPolicy", absl::StrCat("Unsupported value: ", Show(*rp),
+                                                              ": supported values: \"Always\""));
+        } else if (update_type == kRollingUpdate) {
+          problems->Add("spec.updateStrategy",
+                        absl::StrCat("Required value: ", path,
+                                     " has restartPolicy Always (a native sidecar), which cannot "
+                                     "be upgraded in place; use updateStrategy.type NotUpdate"));
+        }
+      }
+    }
+    if (const Json* ports = OptionalList(c, "ports", path + ".ports", problems)) {
+      for (size_t p = 0; p < ports->size(); ++p) {
+        const Json* cp = Field((*ports)[p], "containerPort");
+        if (cp == nullptr || !cp->is_number_integer() || cp->get<int64_t>() < 1 ||
+            cp->get<int64_t>() > 65535) {
+          problems->Add(At(path + ".ports", p) + ".containerPort",
+                        "Invalid value: must be between 1 and 65535, inclusive");
+        }
+      }
+    }
+    std::set<std::string> mount_paths;
+    if (const Json* mounts = OptionalList(c, "volumeMounts", path + ".volumeMounts", problems)) {
+      for (size_t m = 0; m < mounts->size(); ++m) {
+        const Json& mount = (*mounts)[m];
+        const std::string mpath = At(path + ".volumeMounts", m);
+        auto vname = NonEmptyString(mount, "name");
+        if (!vname) {
+          problems->Add(mpath + ".name", "Required value");
+        } else if (volumes.count(*vname) == 0) {
+          problems->Add(mpath + ".name",
+                        absl::StrCat("Not found: \"", *vname, "\": not a volume of spec.volumes"));
+        }
+        if (auto mp = NonEmptyString(mount, "mountPath")) {
+          mount_paths.insert(*mp);
+        } else {
+          problems->Add(mpath + ".mountPath", "Required value");
+        }
+      }
+    }
+    if (const Json* devices = OptionalList(c, "volumeDevices", path + ".volumeDevices", problems)) {
+      for (size_t d = 0; d < devices->size(); ++d) {
+        const Json& dev = (*devices)[d];
+        const std::string dpath = At(path + ".volumeDevices", d);
+        auto vname = NonEmptyString(dev, "name");
+        if (!vname) {
+          problems->Add(dpath + ".name", "Required value");
+        } else if (volumes.count(*vname) == 0) {
+          problems->Add(dpath + ".name",
+                        absl::StrCat("Not found: \"", *vname, "\": not a volume of spec.volumes"));
+        }
+        auto dev_path = NonEmptyString(dev, "devicePath");
+        if (!dev_path) {
+          problems->Add(dpath + ".devicePath", "Required value");
+        } else if (mount_paths.count(*dev_path) != 0) {
+          problems->Add(dpath + ".devicePath",
+                        absl::StrCat("Invalid value: \"", *dev_path,
+                                     "\": devicePath is already used as a volumeMount mountPath"));
+        }
+      }
+    }
+    CheckTransferEnv(c, path, problems);
+    CheckResourcesPolicy(c, path, problems);
+  }
+}
+
+void CheckPriorityStrategy(const Json& us, Problems* problems) {
+  const std::string path = "spec.updateStrategy.priorityStrategy";
+  const Json* ps = OptionalObject(us, "priorityStrategy", path, problems);
+  if (ps == nullptr) return;
+  const Json* weight = OptionalList(*ps, "weightPriority", path + ".weightPriority", problems);
+  const Json* order = OptionalList(*ps, "orderPriority", path + ".orderPriority", problems);
+  if (weight != nullptr && order != nullptr && !weight->empty() && !order->empty()) {
+    problems->Add(path, "Invalid value: only one of weightPriority and orderPriority can be used");
+  }
+  if (weight != nullptr) {
+    for (size_t i = 0; i < weight->size(); ++i) {
+      const Json& term = (*weight)[i];
+      const std::string tpath = At(path + ".weightPriority", i);
+      const Json* w = Field(term, "weight");
+      if (w == nullptr || !w->is_number_integer() || w->get<int64_t>() < 0 ||
+          w->get<int64_t>() > 100) {
+        problems->Add(tpath + ".weight",
+                      "Invalid value: weight must be a number in the range 0-100");
+      }
+      const Json* sel = Field(term, "matchSelector");
+      if (sel == nullptr || !sel->is_object()) {
+        problems->Add(tpath + ".matchSelector", "Required value: selector can not be empty");
+        continue;
+      }
+      auto parsed = kube::LabelSelector::FromJson(*sel);
+      if (!parsed.ok()) {
+        problems->Add(tpath + ".matchSelector",
+                      absl::StrCat("Invalid value: ", parsed.status().message()));
+      } else if (parsed->matches_everything()) {
+        problems->Add(tpath + ".matchSelector", "Invalid value: selector can not be empty");
+      }
+    }
+  }
+  if (order != nullptr) {
+    for (size_t i = 0; i < order->size(); ++i) {
+      if (!NonEmptyString((*order)[i], "orderedKey")) {
+        problems->Add(At(path + ".orderPriority", i) + ".orderedKey",
+                      "Required value: order key can not be empty");
+      }
+    }
+  }
+}
+
+void CheckScatterStrategy(const Json& us, Problems* problems) {
+  const std::string path = "spec.updateStrategy.scatterStrategy";
+  const Json* ss = OptionalList(us, "scatterStrategy", path, problems);
+  if (ss == nullptr) return;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < ss->size(); ++i) {
+    const std::string tpath = At(path, i);
+    auto key = NonEmptyString((*ss)[i], "key");
+    auto value = kube::GetString((*ss)[i], {"value"});
+    if (!key) {
+      problems->Add(tpath + ".key", "Required value: key should not be empty");
+      continue;
+    }
+    if (!seen.emplace(*key, value.value_or("")).second) {
+      problems->Add(tpath, absl::StrCat("Duplicate value: duplicated key=", *key,
+                                        " value=", value.value_or("")));
+    }
+  }
+}
+
+// Returns the effective updateStrategy.type (RollingUpdate when absent).
+std::string CheckUpdateStrategy(const Json& spec, Problems* problems) {
+  const Json* us = OptionalObject(spec, "updateStrategy", "spec.updateStrategy", problems);
+  if (us == nullptr) return kRollingUpdate;
+  std::string type =
+      CheckEnum(*us, "type", "spec.updateStrategy.type", {kRollingUpdate, kNotUpdate}, problems);
+  if (type.empty()) type = kRollingUpdate;
+  CheckBool(*us, "paused", "spec.updateStrategy.paused", problems);
+  std::optional<bool> partition_set;
+  if (const Json* p = Field(*us, "partition")) {
+    partition_set = CheckIntOrPercent(*p, "spec.updateStrategy.partition", problems);
+  }
+  if (const Json* mu = Field(*us, "maxUnavailable")) {
+    CheckIntOrPercent(*mu, "spec.updateStrategy.maxUnavailable", problems);
+  }
+  if (const Json* sel = Field(*us, "selector")) {
+    CheckSelector(sel, "spec.updateStrategy.selector", problems);
+    if (partition_set.value_or(false)) {
+      problems->Add("spec.updateStrategy",
+                    "Invalid value: partition and selector cannot be used together");
+    }
+  }
+  CheckPriorityStrategy(*us, problems);
+  CheckScatterStrategy(*us, problems);
+  return type;
+}
+
+void CheckInjectionStrategy(const Json& spec, Problems* problems) {
+  const std::string path = "spec.injectionStrategy";
+  const Json* is = OptionalObject(spec, "injectionStrategy", path, problems);
+  if (is == nullptr) return;
+  CheckBool(*is, "paused", path + ".paused", problems);
+  const Json* rev = OptionalObject(*is, "revision", path + ".revision", problems);
+  if (rev == nullptr) return;
+  bool named = false;
+  for (const char* key : {"customVersion", "revisionName"}) {
+    const Json* v = Field(*rev, key);
+    if (v == nullptr) continue;
+    if (!v->is_string() || v->get_ref<const std::string&>().empty()) {
+      problems->Add(absl::StrCat(path, ".revision.", key),
+                    absl::StrCat("Invalid value: ", Show(*v), ": must be a non-empty string"));
+    }
+    named = true;
+  }
+  if (!named) {
+    problems->Add(path + ".revision",
+                  "Required value: revisionName and customVersion cannot be empty simultaneously");
+  }
+  CheckEnum(*rev, "policy", path + ".revision.policy", {kRevisionAlways, kRevisionPartial},
+            problems);
+}
+
+void CheckPatchPodMetadata(const Json& spec, Problems* problems) {
+  const std::string lpath = "spec.patchPodMetadata";
+  const Json* list = OptionalList(spec, "patchPodMetadata", lpath, problems);
+  if (list == nullptr) return;
+  std::map<std::string, std::string> keys;  // annotation key -> path of the entry that has it
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& patch = (*list)[i];
+    const std::string path = At(lpath, i);
+    if (!patch.is_object()) {
+      problems->Add(path, "must be an object");
+      continue;
+    }
+    const std::string policy =
+        CheckEnum(patch, "patchPolicy", path + ".patchPolicy",
+                  {kPatchRetain, kPatchOverwrite, kPatchMergeJson}, problems);
+    const Json* ann = Field(patch, "annotations");
+    if (ann == nullptr || (ann->is_object() && ann->empty())) {
+      problems->Add(path + ".annotations", "Required value: no annotations defined for SidecarSet");
+      continue;
+    }
+    if (!ann->is_object()) {
+      problems->Add(path + ".annotations", "must be a map of annotation keys to values");
+      continue;
+    }
+    for (auto it = ann->begin(); it != ann->end(); ++it) {
+      const std::string kpath = absl::StrCat(path, ".annotations[", it.key(), "]");
+      if (absl::Status st = CheckQualifiedName(it.key()); !st.ok()) {
+        problems->Add(kpath, absl::StrCat("Invalid value: ", st.message()));
+      }
+      if (!it->is_string()) {
+        problems->Add(kpath, "must be a string");
+      } else if (policy == kPatchMergeJson) {
+        Json parsed = Json::parse(it->get_ref<const std::string&>(), nullptr,
+                                  /*allow_exceptions=*/false);
+        if (!parsed.is_object()) {
+          problems->Add(kpath, "Invalid value: a MergePatchJson value must be a JSON object");
+        }
+      }
+      auto [prev, inserted] = keys.emplace(it.key(), path);
+      if (!inserted) {
+        problems->Add(kpath, absl::StrCat("Duplicate value: annotation \"", it.key(),
+                                          "\" is already patched by ", prev->second));
+      }
+    }
+  }
+}
+
+// UPDATE: a sidecar's upgradeType cannot change (when the stored object has one).
+void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
+  for (const char* key : {"containers", "initContainers"}) {
+    std::map<std::string, std::string> old_types;
+    if (const Json* list = Field(old_spec, key); list != nullptr && list->is_array()) {
+      for (const Json& c : *list) {
+        auto name = NonEmptyString(c, "name");
+        auto type =
+            c.is_object() ? kube::GetString(c, {"upgradeStrategy", "upgradeType"}) : std::nullopt;
+        if (name && type && !type->empty()) old_types[*name] = *type;
+      }
+    }
+    const Json* list = Field(spec, key);
+    if (list == nullptr || !list->is_array()) continue;
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Json& c = (*list)[i];
+      auto name = NonEmptyString(c, "name");
+      if (!name) continue;
+      auto old = old_types.find(*name);
+      if (old == old_types.end()) continue;
+      std::string type = kube::GetString(c, {"upgradeStrategy", "upgradeType"}).value_or("");
+      if (type.empty()) type = kColdUpgrade;
+      if (type != old->second) {
+        problems->Add(At(absl::StrCat("spec.", key), i) + ".upgradeStrategy.upgradeType",
+                      absl::StrCat("Invalid value: \"", type, "\": container ", *name,
+                                   " upgradeType is immutable (was \"", old->second, "\")"));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace admission_impl
+
+namespace {
+
+nlohmann::json DefaultsOf(const nlohmann::json& ss) {
+  namespace impl = admission_impl;
+  kube::Json out = ss;
+  if (!out.is_object()) return out;
+  kube::Json* spec = impl::EnsureObject(&out, "spec");
+  if (spec == nullptr) return out;
+  if (kube::Json* us = impl::EnsureObject(spec, "updateStrategy")) {
+    impl::SetIfEmptyString(us, "type", impl::kRollingUpdate);
+    impl::SetIfUnset(us, "partition", 0);
+    impl::SetIfUnset(us, "maxUnavailable", 1);
+  }
+  if (kube::Json* is = impl::EnsureObject(spec, "injectionStrategy")) {
+    if (kube::Json* rev = impl::ObjectAt(is, "revision")) {
+      impl::SetIfEmptyString(rev, "policy", impl::kRevisionAlways);
+    }
+  }
+  impl::EachObject(spec, "initContainers",
+                   [](kube::Json* c) { impl::DefaultSidecar(c, impl::kAfterApp); });
+  impl::EachObject(spec, "containers",
+                   [](kube::Json* c) { impl::DefaultSidecar(c, impl::kBeforeApp); });
+  impl::EachObject(spec, "volumes", impl::DefaultPodVolume);
+  impl::SetIfUnset(spec, "revisionHistoryLimit", 10);
+  impl::EachObject(spec, "patchPodMetadata", [](kube::Json* patch) {
+    impl::SetIfEmptyString(patch, "patchPolicy", impl::kPatchRetain);
+  });
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json DefaultSidecarSet(const nlohmann::json& ss) {
+  try {
+    return DefaultsOf(ss);
+  } catch (const nlohmann::json::exception&) {
+    return ss;  // left for validation to report
+  }
+}
+
+namespace {
+
+std::vector<std::string> ProblemsOf(const nlohmann::json& ss, const nlohmann::json* old_ss) {
+  namespace impl = admission_impl;
+  impl::Problems problems;
+  if (const kube::Json* name = kube::FindPath(ss, {"metadata", "name"});
+      name != nullptr && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+    const std::string& n = name->get_ref<const std::string&>();
+    bool ok = n.size() <= 63;
+    for (char c : n) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-') ok = false;
+    }
+    if (!ok) {
+      problems.Add("metadata.name",
+                   absl::StrCat("Invalid value: \"", n,
+                                "\": sidecarset name must consist of alphanumeric characters or "
+                                "'-', at most 63 characters"));
+    }
+  }
+  const kube::Json* spec = kube::Field(ss, "spec");
+  if (spec == nullptr || !spec->is_object()) {
+    problems.Add("spec", "Required value");
+    return problems.Take();
+  }
+  impl::CheckSelector(kube::Field(*spec, "selector"), "spec.selector", &problems);
+  const kube::Json* ns = kube::Field(*spec, "namespace");
+  const bool has_namespace =
+      ns != nullptr && !(ns->is_string() && ns->get_ref<const std::string&>().empty());
+  if (has_namespace && (!ns->is_string() || !impl::IsDns1123Label(ns->get<std::string>()))) {
+    problems.Add("spec.namespace",
+                 absl::StrCat("Invalid value: ", impl::Show(*ns), ": must be a namespace name"));
+  }
+  if (const kube::Json* nss = kube::Field(*spec, "namespaceSelector")) {
+    if (has_namespace) {
+      problems.Add("spec.namespaceSelector",
+                   "Forbidden: namespace and namespaceSelector are mutually exclusive");
+    } else {
+      impl::CheckSelector(nss, "spec.namespaceSelector", &problems);
+    }
+  }
+  if (const kube::Json* cv = kube::Field(*spec, "customVersion");
+      cv != nullptr && !cv->is_string()) {
+    problems.Add("spec.customVersion", "must be a string");
+  }
+  const std::string update_type = impl::CheckUpdateStrategy(*spec, &problems);
+  impl::CheckInjectionStrategy(*spec, &problems);
+  const std::set<std::string> volumes = impl::CheckVolumes(*spec, &problems);
+
+  const kube::Json* containers = kube::Field(*spec, "containers");
+  const kube::Json* init_containers = kube::Field(*spec, "initContainers");
+  auto empty = [](const kube::Json* l) { return l == nullptr || (l->is_array() && l->empty()); };
+  if (empty(containers) && empty(init_containers)) {
+    problems.Add("spec", "Required value: no initContainer or container defined for SidecarSet");
+  }
+  impl::SidecarNames names;
+  impl::CheckSidecars(*spec, "initContainers", true, volumes, update_type, &names, &problems);
+  impl::CheckSidecars(*spec, "containers", false, volumes, update_type, &names, &problems);
+  for (const auto& [name, path] : names.hot) {
+    for (const char* suffix : {"-1", "-2"}) {
+      if (names.all.count(name + suffix) != 0) {
+        problems.Add(path, absl::StrCat("Invalid value: \"", name, "\": the HotUpgrade sidecar's ",
+                                        name, suffix, " clashes with another container's name"));
+      }
+    }
+  }
+
+  if (const kube::Json* secrets =
+          impl::OptionalList(*spec, "imagePullSecrets", "spec.imagePullSecrets", &problems)) {
+    for (size_t i = 0; i < secrets->size(); ++i) {
+      if (!impl::NonEmptyString((*secrets)[i], "name")) {
+        problems.Add(impl::At("spec.imagePullSecrets", i) + ".name", "Required value");
+      }
+    }
+  }
+  if (const kube::Json* rhl = kube::Field(*spec, "revisionHistoryLimit")) {
+    if (!rhl->is_number_integer() || rhl->get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      problems.Add("spec.revisionHistoryLimit", "must be a 32-bit integer");
+    } else if (rhl->get<int64_t>() < 0) {
+      problems.Add("spec.revisionHistoryLimit",
+                   "Invalid value: must be greater than or equal to 0");
+    }
+  }
+  impl::CheckPatchPodMetadata(*spec, &problems);
+  if (old_ss != nullptr) {
+    const kube::Json* old_spec = kube::Field(*old_ss, "spec");
+    impl::CheckUpdate(*spec, old_spec != nullptr ? *old_spec : kube::Json::object(), &problems);
+  }
+  return problems.Take();
+}
+
+}  // namespace
+
+std::vector<std::string> SidecarSetProblems(const nlohmann::json& ss,
+                                            const nlohmann::json* old_ss) {
+  // The checks never throw on well-formed JSON; a helper that formats an odd value (a string that
+  // is not UTF-8, which no parsed request holds) must not take the webhook down either.
+  try {
+    return ProblemsOf(ss, old_ss);
+  } catch (const nlohmann::json::exception& e) {
+    return {absl::StrCat("spec: Invalid value: the object cannot be checked: ", e.what())};
+  }
+}
+
+absl::Status ValidateSidecarSet(const nlohmann::json& ss, const nlohmann::json* old_ss) {
+  std::vector<std::string> problems = SidecarSetProblems(ss, old_ss);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+}
+
+}  // namespace kruise::manager::sidecarset
