@@ -21,6 +21,7 @@
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
 #include "manager/crr/crr_controller.h"
+#include "manager/sidecarset/sidecarset_admission.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_webhook.h"
@@ -137,6 +138,34 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
   for (const char* p :
        {"/validate-apps-kruise-io-v1alpha1-cloneset", "/validate-apps-kruise-io-cloneset"}) {
     registry->Register(p, validate_cloneset);
+  }
+  // SidecarSet: OpenKruise's defaults and checks (manager/sidecarset/sidecarset_admission.h).
+  // Always registered (OpenKruise has no gate for it). v1alpha1 and v1beta1 share one schema
+  // (conversion None), so one handler serves both versions' paths; deploy/ uses the v1alpha1 one.
+  auto mutate_sidecarset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+        return webhook::PatchResponse(req.object, sidecarset::DefaultSidecarSet(req.object));
+      });
+  auto validate_sidecarset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        const bool update = req.operation == "UPDATE" && req.old_object.is_object();
+        absl::Status st =
+            sidecarset::ValidateSidecarSet(req.object, update ? &req.old_object : nullptr);
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
+        return webhook::Allowed();
+      });
+  for (const char* p :
+       {"/mutate-apps-kruise-io-v1alpha1-sidecarset", "/mutate-apps-kruise-io-v1beta1-sidecarset",
+        "/mutate-apps-kruise-io-sidecarset"}) {
+    registry->Register(p, mutate_sidecarset);
+  }
+  for (const char* p :
+       {"/validate-apps-kruise-io-v1alpha1-sidecarset",
+        "/validate-apps-kruise-io-v1beta1-sidecarset", "/validate-apps-kruise-io-sidecarset"}) {
+    registry->Register(p, validate_sidecarset);
   }
 }
 

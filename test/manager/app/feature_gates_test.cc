@@ -187,6 +187,14 @@ TEST(RegisterAdmissionHandlersTest, PathsFollowTheFeatureGates) {
   EXPECT_TRUE(on.Has("/mutate-pod"));
   EXPECT_TRUE(on.Has("/mutate-apps-kruise-io-v1alpha1-containerrecreaterequest"));
   EXPECT_FALSE(on.Has("/validate-apps-kruise-io-imagepulljob"));  // ImagePullJobGate is Alpha
+  // SidecarSet: no gate; both versions' paths and the versionless ones.
+  for (const char* path :
+       {"/mutate-apps-kruise-io-v1alpha1-sidecarset",
+        "/validate-apps-kruise-io-v1alpha1-sidecarset", "/mutate-apps-kruise-io-v1beta1-sidecarset",
+        "/validate-apps-kruise-io-v1beta1-sidecarset", "/mutate-apps-kruise-io-sidecarset",
+        "/validate-apps-kruise-io-sidecarset"}) {
+    EXPECT_TRUE(on.Has(path)) << path;
+  }
 
   auto off = FeatureGates::Parse("PodWebhook=false,ImagePullJobGate=true");
   ASSERT_TRUE(off.ok());

@@ -385,6 +385,22 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
               {"spec", Json::object()}};
   Json bad_job = review("/validate-apps-kruise-io-imagepulljob", job);
   EXPECT_EQ(bad_job.value("allowed", true), false) << bad_job.dump();
+  // SidecarSet: one handler per kind for both versions; defaults come back as a JSON patch and a
+  // missing selector is denied with its field path.
+  Json sidecarset = {{"apiVersion", "apps.kruise.io/v1beta1"},
+                     {"kind", "SidecarSet"},
+                     {"metadata", {{"name", "s"}}},
+                     {"spec",
+                      {{"selector", {{"matchLabels", {{"app", "x"}}}}},
+                       {"containers", {{{"name", "c"}, {"image", "busybox:1.35"}}}}}}};
+  Json defaulted = review("/mutate-apps-kruise-io-v1beta1-sidecarset", sidecarset);
+  EXPECT_EQ(defaulted.value("allowed", false), true) << defaulted.dump();
+  EXPECT_EQ(defaulted.value("patchType", ""), "JSONPatch") << defaulted.dump();
+  sidecarset["spec"].erase("selector");
+  Json no_selector = review("/validate-apps-kruise-io-v1alpha1-sidecarset", sidecarset);
+  EXPECT_EQ(no_selector.value("allowed", true), false) << no_selector.dump();
+  EXPECT_NE(no_selector.dump().find("spec.selector: Required value"), std::string::npos)
+      << no_selector.dump();
 
   // The Lease is held.
   std::string holder;
