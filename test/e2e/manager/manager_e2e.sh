@@ -23,6 +23,9 @@
 #      defaults createdAt and the pull policy, the tag is Succeeded with an imageID and counted in
 #      status.succeeded, the controller removes it after its ttlSecondsAfterFinished; a tag
 #      without the TTL is refused with the webhook's reason;
+#  2c. PreDownloadImageForInPlaceUpdate: a 4-pod CloneSet (partition 4) gets a new image: the
+#      ImagePullJob <revision>-main, owned by it, pulls the image on the node while no pod
+#      updates; lifting the partition updates the pods in place and the job is deleted;
 #   3. an invalid ImagePullJob is denied by kubectl with the webhook's message;
 #   4. a ContainerRecreateRequest with only podName + a container name: the webhook adds the labels
 #      and statusContext, it ends Completed/Succeeded and the kubelet reports restartCount + 1;
@@ -219,7 +222,8 @@ k apply -f "$WORK/rendered.yaml" >"$WORK/apply.log" 2>&1 || {
   die "kubectl apply failed"
 }
 k wait --for condition=established --timeout=60s crd/nodeimages.apps.kruise.io \
-  crd/imagepulljobs.apps.kruise.io crd/containerrecreaterequests.apps.kruise.io >/dev/null ||
+  crd/imagepulljobs.apps.kruise.io crd/containerrecreaterequests.apps.kruise.io \
+  crd/clonesets.apps.kruise.io >/dev/null ||
   die "CRDs not established"
 
 # Kubeconfig of the ServiceAccount kruise-manager (its token Secret comes from the token controller).
@@ -257,8 +261,8 @@ start_manager() { # REPLICA
     --leader-election-namespace="$KNS" --leader-election-lease-duration=4s \
     --leader-election-renew-deadline=3s --leader-election-retry-period=1s \
     --webhook-bind-address=127.0.0.1 --health-probe-addr="127.0.0.1:${HEALTH[$r]}" --metrics-addr="127.0.0.1:${METRICS[$r]}" \
-    --feature-gates=ImagePullJobGate=true --nodeimage-creation-delay=0s \
-    >"$WORK/manager-$r.log" 2>&1 &
+    --feature-gates=ImagePullJobGate=true,PreDownloadImageForInPlaceUpdate=true \
+    --nodeimage-creation-delay=0s >"$WORK/manager-$r.log" 2>&1 &
   MPID[$r]=$!
 }
 ready() { # REPLICA
@@ -445,6 +449,78 @@ why=$(k patch nodeimages.apps.kruise.io "$NODE" --type=merge -p "$no_ttl" 2>&1) 
 grep -q "pullPolicy.ttlSecondsAfterFinished for $HAND_IMG/no-ttl must be set" <<<"$why" ||
   die "denial without the webhook's reason: $why"
 step_done "tag defaulted (createdAt, pullPolicy), Succeeded with imageID ${image_id:0:19}... after $(secs "$HAND_MS")s, status $counted, removed $(secs "$GONE_MS")s after the patch (TTL 5 s); a tag without TTL is refused: $(tail -n 1 <<<"$why" | cut -c1-120)"
+
+# --- 2c. image pre-download for a CloneSet's in-place update -----------------------------------
+step 2c "PreDownloadImageForInPlaceUpdate: a CloneSet's new image is pulled on its node before its pods update"
+# Four pods (pre-download skips sets of three or fewer) on this node; partition 4 holds every pod
+# back, so the job's pull is all that happens until the partition is lifted.
+cat >"$WORK/cs-predl.yaml" <<EOF
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: predl, namespace: $NS}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: predl}}
+  template:
+    metadata: {labels: {app: predl}}
+    spec:
+      hostNetwork: true
+      nodeSelector: {kubernetes.io/hostname: $NODE}
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: $REG/busybox:v1
+        imagePullPolicy: IfNotPresent
+        command: ["sh", "-c", "trap 'exit 0' TERM; sleep 86400 & wait"]
+  updateStrategy: {type: InPlaceIfPossible, partition: 4}
+EOF
+k apply -f "$WORK/cs-predl.yaml" >/dev/null || die "creating CloneSet predl"
+cs_json() { k -n "$NS" get clonesets.apps.kruise.io predl -o json >"$WORK/cs.json" 2>/dev/null; }
+cs_ready() { cs_json && jq -e '.status.readyReplicas == 4 and .status.updatedReplicas == 4' "$WORK/cs.json" >/dev/null; }
+wait_for 180 "4 Ready pods of CloneSet predl" cs_ready
+OLD_REV=$(jq -r '.status.updateRevision' "$WORK/cs.json")
+t=$(now_ms)
+k -n "$NS" patch clonesets.apps.kruise.io predl --type json -p "[{\"op\":\"replace\",
+  \"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"}]" >/dev/null ||
+  die "patching CloneSet predl's image"
+new_revision() {
+  cs_json && REV=$(jq -r '.status.updateRevision // ""' "$WORK/cs.json") && [ -n "$REV" ] &&
+    [ "$REV" != "$OLD_REV" ]
+}
+wait_for 30 "CloneSet predl's new revision" new_revision
+PJOB=$REV-main
+pjob_json() { k -n "$NS" get imagepulljobs.apps.kruise.io "$PJOB" -o json >"$WORK/pjob.json" 2>/dev/null; }
+wait_for 30 "ImagePullJob $PJOB" pjob_json
+JOB_MS=$(($(now_ms) - t))
+jq -e --arg img "$REG/busybox:v2" --arg rev "$REV" '.spec.image == $img
+  and .metadata.ownerReferences[0].kind == "CloneSet" and .metadata.ownerReferences[0].controller
+  and .spec.parallelism == 1 and .spec.completionPolicy.type == "Always"
+  and ([.spec.podSelector.matchExpressions[] | select(.key == "controller-revision-hash"
+        and .operator == "NotIn" and (.values | index($rev)))] | length == 1)' "$WORK/pjob.json" >/dev/null ||
+  die "ImagePullJob $PJOB is not what pre-download makes: $(jq -c '{owners: .metadata.ownerReferences, spec}' "$WORK/pjob.json")"
+[ "$(k -n "$NS" get controllerrevisions "$REV" -o json | jq -r '.metadata.labels["apps.kruise.io/pre-predownload-created"] // ""')" = true ] ||
+  die "revision $REV is not labelled apps.kruise.io/pre-predownload-created"
+pjob_done() { pjob_json && jq -e '.status.succeeded == 1 and .status.desired == 1' "$WORK/pjob.json" >/dev/null; }
+wait_for 120 "ImagePullJob $PJOB to pull on $NODE" pjob_done
+PULL_MS=$(($(now_ms) - t))
+v2_pods=$(k -n "$NS" get pods -l app=predl -o json |
+  jq '[.items[] | select(.spec.containers[0].image | endswith(":v2"))] | length')
+[ "$v2_pods" = 0 ] || die "partition 4 should hold every pod back, $v2_pods run v2"
+# Lifting the partition updates the pods in place; once all run the new revision the job goes.
+k -n "$NS" patch clonesets.apps.kruise.io predl --type merge \
+  -p '{"spec":{"updateStrategy":{"partition":0}}}' >/dev/null || die "lifting predl's partition"
+cs_updated() {
+  cs_json && jq -e '.status.updatedReadyReplicas == 4 and .status.currentRevision == .status.updateRevision' \
+    "$WORK/cs.json" >/dev/null
+}
+wait_for 240 "CloneSet predl updated in place" cs_updated
+UPD_MS=$(($(now_ms) - t))
+pjob_gone() { ! k -n "$NS" get imagepulljobs.apps.kruise.io "$PJOB" >/dev/null 2>&1; }
+wait_for 30 "ImagePullJob $PJOB deleted once every pod runs the new revision" pjob_gone
+k -n "$NS" delete clonesets.apps.kruise.io predl --wait=false >/dev/null
+predl_gone() { [ -z "$(k -n "$NS" get pods -l app=predl -o name 2>/dev/null)" ]; }
+wait_for 120 "the pods of CloneSet predl to go" predl_gone
+step_done "ImagePullJob $PJOB (owned by the CloneSet, pods NotIn the new revision) $(secs "$JOB_MS")s after the image patch, pulled on $NODE after $(secs "$PULL_MS")s while partition 4 held every pod; in-place update done at $(secs "$UPD_MS")s, then the job was deleted"
 
 # --- 3. invalid objects -------------------------------------------------------------------------
 step 3 "an invalid ImagePullJob (and a CRR for an unknown container) is denied with a readable message"
