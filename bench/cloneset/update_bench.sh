@@ -9,7 +9,11 @@
 #     or the specified-delete label), as seen by the watch (includes kubectl's start-up, ~0.2 s);
 #   - controller_ms: the CloneSet's new generation -> that first pod event, both as watches saw
 #     them: what the controller took to act on the spec change (+ one watch delivery);
-#   - creates / deletes: pods created and deleted during the update.
+#   - creates / deletes: pods created and deleted during the update;
+#   - kubelet_pod_requests: the kubelet's pod requests during the update (GET + PATCH status +
+#     DELETE, told apart by their protobuf encoding in the API server's counters) and their rate:
+#     the kubelet's client is limited to 5 requests/s (kubeAPIQPS default), which bounds both.
+# With ROUNDS > 1 it ends with medians (min, max) per strategy and the ratio of each round.
 #
 #   bench/cloneset/update_bench.sh [BUILD_DIR]     (ROUNDS=1, PODS=100, KEEP_LOGS=1)
 # Runs one kruise-manager on the host (URL webhooks) like test/e2e/cloneset; deletes what it made.
@@ -42,6 +46,20 @@ trap cleanup EXIT
 
 deploy_manager_objects "$WORK" "$NS"
 start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
+
+# The kubelet's pod requests so far, from the API server's request counters: it talks protobuf
+# (kruise-manager and kubectl send JSON), so GET pods (its status manager reads before each
+# write), PATCH pods/status and DELETE pods (the final removal) in protobuf are its own.
+kubelet_pod_requests() {
+  k get --raw /metrics 2>/dev/null | awk '/^apiserver_request_total/ && /resource="pods"/ &&
+    /contentType="application\/vnd.kubernetes.protobuf"/ && /scope="resource"/ {
+      v = ""
+      if ($0 ~ /verb="GET"/ && $0 ~ /subresource=""/) v = "get"
+      if ($0 ~ /verb="PATCH"/ && $0 ~ /subresource="status"/) v = "patch"
+      if ($0 ~ /verb="DELETE"/ && $0 ~ /subresource=""/) v = "delete"
+      if (v != "") n[v] += $NF
+    } END { printf "%d %d %d\n", n["get"], n["patch"], n["delete"] }'
+}
 
 cs_is() { [ "$(k -n "$NS" get cloneset "$1" -o json 2>/dev/null | jq -r "$2")" = true ]; }
 pods_gone() { [ "$(k -n "$NS" get pods -o name 2>/dev/null | wc -l)" = 0 ]; }
@@ -83,6 +101,8 @@ EOF
   CS_WATCH_PID=$!
   wait_for 30 "the watch's first events" \
     bash -c "[ \$(grep -c ' {\"type\":\"ADDED\"' '$WORK/$name.watch') -ge $PODS ]"
+  local kubelet_before kubelet_after
+  kubelet_before=$(kubelet_pod_requests)
   t_patch=$(now_ms)
   k -n "$NS" patch cloneset "$name" --type json -p "[{\"op\":\"replace\",
     \"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"}]" >/dev/null ||
@@ -92,12 +112,17 @@ EOF
      and .status.observedGeneration == .metadata.generation"
   local t_done
   t_done=$(now_ms)
+  kubelet_after=$(kubelet_pod_requests)
   kill "$WATCH_PID" "$CS_WATCH_PID" 2>/dev/null
   wait "$WATCH_PID" "$CS_WATCH_PID" 2>/dev/null
   WATCH_PID=
-  python3 - "$WORK/$name.watch" "$t_patch" "$t_done" "$strategy" "$round" "$WORK/$name.cs-watch" <<'PYEOF'
+  python3 - "$WORK/$name.watch" "$t_patch" "$t_done" "$strategy" "$round" "$WORK/$name.cs-watch" \
+    "$kubelet_before" "$kubelet_after" <<'PYEOF'
 import json, sys
 path, t_patch, t_done, strategy, rnd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+kb = [int(x) for x in sys.argv[7].split()]
+ka = [int(x) for x in sys.argv[8].split()]
+kget, kpatch, kdelete = (a - b for a, b in zip(ka, kb))
 t_cs = None
 for line in open(sys.argv[6]):
     ms, _, body = line.partition(" ")
@@ -127,8 +152,12 @@ for line in open(path):
     if first is None and ms >= t_patch and updating:
         first = ms - t_patch
 controller = None if first is None or t_cs is None else first + t_patch - t_cs
-print(f"RESULT {strategy} round {rnd}: total_s {(t_done - t_patch) / 1000:.1f} "
-      f"first_pod_ms {first} controller_ms {controller} creates {created} deletes {deleted}")
+total_s = (t_done - t_patch) / 1000
+kubelet = kget + kpatch + kdelete
+print(f"RESULT {strategy} round {rnd}: total_s {total_s:.1f} "
+      f"first_pod_ms {first} controller_ms {controller} creates {created} deletes {deleted} "
+      f"kubelet_pod_requests {kubelet} (get {kget} patch_status {kpatch} delete {kdelete}, "
+      f"{kubelet / total_s:.2f}/s)")
 PYEOF
   k -n "$NS" delete cloneset "$name" --wait=false >/dev/null
   wait_for 300 "the pods of $name to go" pods_gone
@@ -143,3 +172,22 @@ for round in $(seq "$ROUNDS"); do
 done
 say "results:"
 cat "$WORK/results"
+# Medians with spread over the rounds, and the in-place/recreate ratio of each round.
+python3 - "$WORK/results" <<'PYEOF'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"RESULT (\S+) round (\d+): total_s ([\d.]+) .* kubelet_pod_requests (\d+) .*, ([\d.]+)/s", line)
+    if m:
+        rows.setdefault(m[1], {})[int(m[2])] = (float(m[3]), int(m[4]), float(m[5]))
+for strategy, by_round in sorted(rows.items()):
+    t = [v[0] for v in by_round.values()]
+    r = [v[2] for v in by_round.values()]
+    print(f"SUMMARY {strategy}: total_s median {statistics.median(t):.1f} (min {min(t):.1f}, max {max(t):.1f}, "
+          f"n {len(t)}); kubelet pod requests/s median {statistics.median(r):.2f}")
+inp, rec = rows.get("InPlaceIfPossible", {}), rows.get("ReCreate", {})
+ratios = [inp[k][0] / rec[k][0] for k in sorted(inp) if k in rec]
+if ratios:
+    print(f"SUMMARY in-place / recreate per round: {' '.join(f'{x:.2f}' for x in ratios)}; "
+          f"median {statistics.median(ratios):.2f}")
+PYEOF
