@@ -853,6 +853,182 @@ void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
   }
 }
 
+// ---- Conflicts with other SidecarSets -----------------------------------------------------------
+
+constexpr char kAllValues[] = "*";  // "any value" (a key required to exist; not a label value)
+
+// OpenKruise's isDisjoint(a, b): a's keys pinned to values (matchLabels, In) or to any value
+// (Exists), then b's requirements checked against them.
+bool SelectorDisjoint(const Json& a, const Json& b) {
+  std::map<std::string, std::set<std::string>> pinned;
+  if (const Json* ml = Field(a, "matchLabels"); ml != nullptr && ml->is_object()) {
+    for (auto it = ml->begin(); it != ml->end(); ++it) {
+      if (it->is_string()) pinned[it.key()] = {it->get<std::string>()};
+    }
+  }
+  if (const Json* me = Field(a, "matchExpressions"); me != nullptr && me->is_array()) {
+    for (const Json& r : *me) {
+      auto key = kube::GetString(r, {"key"});
+      auto op = kube::GetString(r, {"operator"});
+      if (!key || !op) continue;
+      if (*op == "In") {
+        if (const Json* vs = Field(r, "values"); vs != nullptr && vs->is_array()) {
+          for (const Json& v : *vs) {
+            if (v.is_string()) pinned[*key].insert(v.get<std::string>());
+          }
+        }
+      } else if (*op == "Exists") {
+        pinned[*key] = {kAllValues};
+      }
+    }
+  }
+  auto any = [](const std::set<std::string>& s) { return s.count(kAllValues) != 0; };
+  if (const Json* ml = Field(b, "matchLabels"); ml != nullptr && ml->is_object()) {
+    for (auto it = ml->begin(); it != ml->end(); ++it) {
+      auto p = pinned.find(it.key());
+      if (p != pinned.end() && it->is_string() && !any(p->second) &&
+          p->second.count(it->get<std::string>()) == 0) {
+        return true;
+      }
+    }
+  }
+  if (const Json* me = Field(b, "matchExpressions"); me != nullptr && me->is_array()) {
+    for (const Json& r : *me) {
+      auto key = kube::GetString(r, {"key"});
+      auto op = kube::GetString(r, {"operator"});
+      if (!key || !op) continue;
+      std::set<std::string> values;
+      if (const Json* vs = Field(r, "values"); vs != nullptr && vs->is_array()) {
+        for (const Json& v : *vs) {
+          if (v.is_string()) values.insert(v.get<std::string>());
+        }
+      }
+      auto p = pinned.find(*key);
+      const bool known = p != pinned.end();
+      if (*op == "In") {
+        if (known && !any(p->second)) {
+          bool common = false;
+          for (const std::string& v : values) common = common || p->second.count(v) != 0;
+          if (!common) return true;
+        }
+      } else if (*op == "NotIn") {
+        if (known) {
+          bool all_excluded = true;
+          for (const std::string& v : p->second)
+            all_excluded = all_excluded && values.count(v) != 0;
+          if (all_excluded) return true;
+        }
+      } else if (*op == "Exists") {
+        if (!known) return true;  // OpenKruise's approximation
+      } else if (*op == "DoesNotExist") {
+        if (known) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool SelectorOverlap(const Json& a, const Json& b) {
+  if (!a.is_object() || !b.is_object()) return false;
+  return !(SelectorDisjoint(a, b) || SelectorDisjoint(b, a));
+}
+
+std::string NamespaceOf(const Json& spec) {
+  auto ns = kube::GetString(spec, {"namespace"});
+  return ns.value_or("");
+}
+
+// Whether a namespace may be selected by `sel`: its labels when known, else yes.
+bool NamespaceMaySelect(const std::string& ns, const Json& sel, const NamespaceLabelsFn& labels) {
+  if (!labels) return true;
+  std::optional<std::map<std::string, std::string>> l = labels(ns);
+  if (!l) return true;
+  auto parsed = kube::LabelSelector::FromJson(sel);
+  return !parsed.ok() || parsed->Matches(*l);
+}
+
+bool NamespacesMayOverlap(const Json& a, const Json& b, const NamespaceLabelsFn& labels) {
+  const std::string na = NamespaceOf(a), nb = NamespaceOf(b);
+  const Json* sa = Field(a, "namespaceSelector");
+  const Json* sb = Field(b, "namespaceSelector");
+  if (!na.empty() && !nb.empty() && na != nb) return false;
+  if (sa != nullptr && sb != nullptr && !SelectorOverlap(*sa, *sb)) return false;
+  if (!na.empty() && sb != nullptr && !NamespaceMaySelect(na, *sb, labels)) return false;
+  if (!nb.empty() && sa != nullptr && !NamespaceMaySelect(nb, *sa, labels)) return false;
+  return true;
+}
+
+std::string PatchPolicyOf(const Json& patch) {
+  std::string p = kube::GetString(patch, {"patchPolicy"}).value_or("");
+  return p.empty() ? kPatchRetain : p;
+}
+
+void ConflictsWith(const Json& spec, const Json& other, const std::string& other_name,
+                   Problems* problems) {
+  const Json& other_spec = *Field(other, "spec");
+  for (const char* key : {"initContainers", "containers"}) {
+    std::set<std::string> theirs;
+    if (const Json* l = Field(other_spec, key); l != nullptr && l->is_array()) {
+      for (const Json& c : *l) {
+        if (auto n = NonEmptyString(c, "name")) theirs.insert(*n);
+      }
+    }
+    const Json* mine = Field(spec, key);
+    if (mine == nullptr || !mine->is_array()) continue;
+    for (size_t i = 0; i < mine->size(); ++i) {
+      auto n = NonEmptyString((*mine)[i], "name");
+      if (n && theirs.count(*n) != 0) {
+        problems->Add(At(absl::StrCat("spec.", key), i) + ".name",
+                      absl::StrCat("Invalid value: \"", *n, "\": container ", *n,
+                                   " already exists in sidecarset ", other_name));
+      }
+    }
+  }
+  std::map<std::string, const Json*> their_volumes;
+  if (const Json* l = Field(other_spec, "volumes"); l != nullptr && l->is_array()) {
+    for (const Json& v : *l) {
+      if (auto n = NonEmptyString(v, "name")) their_volumes[*n] = &v;
+    }
+  }
+  if (const Json* mine = Field(spec, "volumes"); mine != nullptr && mine->is_array()) {
+    for (size_t i = 0; i < mine->size(); ++i) {
+      auto n = NonEmptyString((*mine)[i], "name");
+      if (!n) continue;
+      auto theirs = their_volumes.find(*n);
+      if (theirs != their_volumes.end() && *theirs->second != (*mine)[i]) {
+        problems->Add(At("spec.volumes", i) + ".name",
+                      absl::StrCat("Invalid value: \"", *n, "\": volume ", *n,
+                                   " is in conflict with sidecarset ", other_name));
+      }
+    }
+  }
+  std::map<std::string, std::string> their_annotations;  // key -> policy (not Retain)
+  if (const Json* l = Field(other_spec, "patchPodMetadata"); l != nullptr && l->is_array()) {
+    for (const Json& p : *l) {
+      const std::string policy = PatchPolicyOf(p);
+      const Json* ann = Field(p, "annotations");
+      if (policy == kPatchRetain || ann == nullptr || !ann->is_object()) continue;
+      for (auto it = ann->begin(); it != ann->end(); ++it) their_annotations[it.key()] = policy;
+    }
+  }
+  if (const Json* l = Field(spec, "patchPodMetadata"); l != nullptr && l->is_array()) {
+    for (size_t i = 0; i < l->size(); ++i) {
+      const std::string policy = PatchPolicyOf((*l)[i]);
+      const Json* ann = Field((*l)[i], "annotations");
+      if (policy == kPatchRetain || ann == nullptr || !ann->is_object()) continue;
+      for (auto it = ann->begin(); it != ann->end(); ++it) {
+        auto theirs = their_annotations.find(it.key());
+        if (theirs == their_annotations.end()) continue;
+        if (policy == kPatchOverwrite || theirs->second == kPatchOverwrite) {
+          problems->Add(
+              absl::StrCat(At("spec.patchPodMetadata", i), ".annotations[", it.key(), "]"),
+              absl::StrCat("Invalid value: annotation ", it.key(),
+                           " is in conflict with sidecarset ", other_name));
+        }
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace admission_impl
 
@@ -996,6 +1172,42 @@ std::vector<std::string> SidecarSetProblems(const nlohmann::json& ss,
     return ProblemsOf(ss, old_ss);
   } catch (const nlohmann::json::exception& e) {
     return {absl::StrCat("spec: Invalid value: the object cannot be checked: ", e.what())};
+  }
+}
+
+std::vector<std::string> SidecarSetConflicts(const nlohmann::json& ss,
+                                             const std::vector<nlohmann::json>& others,
+                                             const NamespaceLabelsFn& namespace_labels) {
+  namespace impl = admission_impl;
+  impl::Problems problems;
+  try {
+    const kube::Json* spec = kube::Field(ss, "spec");
+    if (spec == nullptr || !spec->is_object()) return {};
+    const kube::Json* selector = kube::Field(*spec, "selector");
+    if (selector == nullptr) return {};
+    const std::string name = kube::Name(ss);
+    for (const kube::Json& other : others) {
+      const kube::Json* other_spec = kube::Field(other, "spec");
+      const std::string other_name = kube::Name(other);
+      if (other_spec == nullptr || !other_spec->is_object() || other_name == name) continue;
+      const kube::Json* other_selector = kube::Field(*other_spec, "selector");
+      if (other_selector == nullptr || !impl::SelectorOverlap(*selector, *other_selector) ||
+          !impl::NamespacesMayOverlap(*spec, *other_spec, namespace_labels)) {
+        continue;
+      }
+      impl::ConflictsWith(*spec, other, other_name, &problems);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    problems.Add("spec", absl::StrCat("Invalid value: conflicts cannot be checked: ", e.what()));
+  }
+  return problems.Take();
+}
+
+bool SelectorsMayOverlap(const nlohmann::json& a, const nlohmann::json& b) {
+  try {
+    return admission_impl::SelectorOverlap(a, b);
+  } catch (const nlohmann::json::exception&) {
+    return true;
   }
 }
 

@@ -59,12 +59,15 @@
 //    patchPolicy Retain|Overwrite|MergePatchJson, MergePatchJson values JSON objects.
 // On UPDATE (old object given), as OpenKruise: a container's upgradeType cannot change.
 // Absent fields read as their defaults, so a request may be validated before or after
-// DefaultSidecarSet. Not checked here (OpenKruise asks the API server): conflicts with other
-// SidecarSets selecting the same pods (container, volume and annotation names), whether the
+// DefaultSidecarSet. Not checked by ValidateSidecarSet (OpenKruise asks the API server): conflicts
+// with other SidecarSets (SidecarSetConflicts below, for a caller that has them), whether the
 // injection revision exists, the patchPodMetadata whitelist.
 //
 // Thread-compatible, no state; never throws, whatever the JSON.
 
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,5 +84,31 @@ nlohmann::json DefaultSidecarSet(const nlohmann::json& ss);
 std::vector<std::string> SidecarSetProblems(const nlohmann::json& ss, const nlohmann::json* old_ss);
 // The same as one INVALID_ARGUMENT status joining the problems with "; ".
 absl::Status ValidateSidecarSet(const nlohmann::json& ss, const nlohmann::json* old_ss);
+
+// The labels of a namespace, nullopt when unknown.
+using NamespaceLabelsFn =
+    std::function<std::optional<std::map<std::string, std::string>>(const std::string&)>;
+
+// OpenKruise's check against the other SidecarSets of the cluster (its validating webhook lists
+// them): for each other set (another metadata.name) that may inject into the same pods, every
+// init container name it also has among its init containers, every container name it also has
+// among its containers, every volume name it also has with a different definition, and every
+// patchPodMetadata annotation both patch when either does so with Overwrite (Retain entries never
+// conflict). "May inject into the same pods": the namespaces may overlap (different
+// spec.namespace values do not; two namespaceSelectors that OpenKruise's overlap test finds
+// disjoint do not; a namespace whose labels `namespace_labels` knows and the other's
+// namespaceSelector does not match does not; unknown labels count as overlapping) and the pod
+// selectors overlap by OpenKruise's test (IsSelectorOverlapping: disjoint when one selector pins
+// a key to values the other excludes, or requires a key the other does not mention). `others`
+// are stored objects (either version); malformed ones are skipped. Problems as in
+// SidecarSetProblems; never throws. Not yet called by the validating handler: the webhook has no
+// SidecarSet cache until the pod injection brings one.
+std::vector<std::string> SidecarSetConflicts(const nlohmann::json& ss,
+                                             const std::vector<nlohmann::json>& others,
+                                             const NamespaceLabelsFn& namespace_labels = nullptr);
+
+// OpenKruise's IsSelectorOverlapping over two metav1.LabelSelector objects (exposed for tests and
+// for the injection's own conflict checks). Non-objects never overlap.
+bool SelectorsMayOverlap(const nlohmann::json& a, const nlohmann::json& b);
 
 }  // namespace kruise::manager::sidecarset

@@ -636,5 +636,151 @@ TEST(SidecarSetAdmissionTest, AnyJsonIsSafe) {
   }
 }
 
+// ---- Conflicts with other SidecarSets ---------------------------------------------------------
+
+namespace conflicts {
+
+// A set named `name` selecting `selector`, with `extra` merged into its spec.
+Json Set(const std::string& name, const std::string& selector, const std::string& extra = "{}") {
+  Json ss = Json::parse(absl::StrCat(R"({"apiVersion": "apps.kruise.io/v1alpha1",
+      "kind": "SidecarSet", "metadata": {"name": ")",
+                                     name, R"("}, "spec": {"selector": )", selector, "}}"));
+  ss["spec"].merge_patch(Json::parse(extra));
+  return ss;
+}
+
+constexpr char kAB[] = R"({"matchLabels": {"a": "b"}})";
+constexpr char kNames[] = R"({"containers": [{"name": "container-name", "image": "b:1"}],
+    "initContainers": [{"name": "init-name", "image": "b:1"}],
+    "volumes": [{"name": "volume-name", "emptyDir": {}}]})";
+
+TEST(SidecarSetConflictsTest, ContainerAndInitContainerNamesOfOverlappingSets) {
+  // OpenKruise's TestSidecarSetNameConflict "test1": same selector, same names, equal volumes.
+  Json mine = Set("sidecarset2", kAB, kNames);
+  std::vector<Json> others = {Set("sidecarset1", kAB, kNames)};
+  std::vector<std::string> got = SidecarSetConflicts(mine, others);
+  EXPECT_EQ(got.size(), 2u) << absl::StrJoin(got, "\n");
+  EXPECT_THAT(absl::StrJoin(got, "\n"),
+              HasSubstr("spec.containers[0].name: Invalid value: \"container-name\": container "
+                        "container-name already exists in sidecarset sidecarset1"));
+  EXPECT_THAT(absl::StrJoin(got, "\n"), HasSubstr("spec.initContainers[0].name"));
+  // The set itself (an UPDATE lists it too) is not a conflict.
+  EXPECT_THAT(SidecarSetConflicts(mine, {mine}), IsEmpty());
+  // An init container name used by the other set's containers is not one either (as OpenKruise).
+  Json init_only =
+      Set("s3", kAB, R"({"initContainers": [{"name": "container-name", "image": "b"}]})");
+  EXPECT_THAT(SidecarSetConflicts(init_only, others), IsEmpty());
+}
+
+TEST(SidecarSetConflictsTest, VolumesConflictOnlyWhenDifferent) {
+  Json mine = Set("a", kAB, R"({"volumes": [{"name": "v", "emptyDir": {}}]})");
+  EXPECT_THAT(SidecarSetConflicts(mine, {Set("b", kAB, R"({"volumes": [{"name": "v",
+      "emptyDir": {}}]})")}),
+              IsEmpty());
+  std::vector<std::string> got = SidecarSetConflicts(
+      mine, {Set("b", kAB, R"({"volumes": [{"name": "v", "hostPath": {"path": "/x"}}]})")});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(got[0], HasSubstr("spec.volumes[0].name: Invalid value: \"v\": volume v is in "
+                                "conflict with sidecarset b"));
+}
+
+TEST(SidecarSetConflictsTest, Namespaces) {
+  // OpenKruise's "test2" and "test3": equal namespaceSelectors conflict, disjoint ones do not.
+  Json mine = Set("s2", kAB, R"({"namespaceSelector": {"matchLabels": {"app": "nginx"}},
+      "containers": [{"name": "container-name", "image": "b"}]})");
+  EXPECT_EQ(SidecarSetConflicts(mine, {Set("s1", kAB, R"({"namespaceSelector": {"matchLabels":
+      {"app": "nginx"}}, "containers": [{"name": "container-name", "image": "b"}]})")})
+                .size(),
+            1u);
+  EXPECT_THAT(SidecarSetConflicts(mine, {Set("s1", kAB, R"({"namespaceSelector": {"matchLabels":
+      {"app": "redis"}}, "containers": [{"name": "container-name", "image": "b"}]})")}),
+              IsEmpty());
+  // Different namespaces never overlap; a namespace and a selector do unless its labels say no.
+  Json in_default = Set("n1", kAB, R"({"namespace": "default",
+      "containers": [{"name": "container-name", "image": "b"}]})");
+  EXPECT_THAT(SidecarSetConflicts(in_default, {Set("n2", kAB, R"({"namespace": "other",
+      "containers": [{"name": "container-name", "image": "b"}]})")}),
+              IsEmpty());
+  const Json prod_only = Set("n3", kAB, R"({"namespaceSelector": {"matchLabels": {"env": "prod"}},
+      "containers": [{"name": "container-name", "image": "b"}]})");
+  EXPECT_EQ(SidecarSetConflicts(in_default, {prod_only}).size(), 1u);  // labels unknown
+  NamespaceLabelsFn labels =
+      [](const std::string& ns) -> std::optional<std::map<std::string, std::string>> {
+    if (ns == "default") return std::map<std::string, std::string>{{"env", "dev"}};
+    return std::nullopt;
+  };
+  EXPECT_THAT(SidecarSetConflicts(in_default, {prod_only}, labels), IsEmpty());
+  EXPECT_THAT(SidecarSetConflicts(prod_only, {in_default}, labels), IsEmpty());
+}
+
+TEST(SidecarSetConflictsTest, PatchedAnnotations) {
+  auto patch = [](const char* policy) {
+    return absl::StrCat(
+        R"({"patchPodMetadata": [{"annotations": {"oom-score": "{}"}, "patchPolicy": ")", policy,
+        R"("}]})");
+  };
+  Json overwrite = Set("a", kAB, patch("Overwrite"));
+  Json merge = Set("b", kAB, patch("MergePatchJson"));
+  Json retain = Set("c", kAB, patch("Retain"));
+  EXPECT_THAT(absl::StrJoin(SidecarSetConflicts(overwrite, {merge}), ""),
+              HasSubstr("spec.patchPodMetadata[0].annotations[oom-score]: Invalid value: "
+                        "annotation oom-score is in conflict with sidecarset b"));
+  EXPECT_EQ(SidecarSetConflicts(merge, {overwrite}).size(), 1u);
+  EXPECT_THAT(SidecarSetConflicts(merge, {Set("d", kAB, patch("MergePatchJson"))}), IsEmpty());
+  EXPECT_THAT(SidecarSetConflicts(retain, {overwrite}), IsEmpty());
+  EXPECT_THAT(SidecarSetConflicts(overwrite, {retain}), IsEmpty());
+}
+
+TEST(SidecarSetConflictsTest, SelectorOverlapAsOpenKruise) {
+  struct {
+    const char* a;
+    const char* b;
+    bool overlap;
+  } cases[] = {
+      // OpenKruise's TestSelectorConflict cases.
+      {R"({"matchLabels": {"a": "h"}})", R"({"matchLabels": {"a": "h"}})", true},
+      {R"({"matchLabels": {"a": "h"}})", R"({"matchLabels": {"a": "i"}})", false},
+      {R"({"matchLabels": {"a": "h"}})", R"({"matchLabels": {"b": "i"}})", true},
+      {R"({"matchLabels": {"a": "h", "b": "i", "c": "j"}})",
+       R"({"matchLabels": {"a": "h", "b": "x", "c": "j"}})", false},
+      {R"({"matchLabels": {"a": "h"}})",
+       R"({"matchExpressions": [{"key": "a", "operator": "In", "values": ["h", "i", "j"]}]})",
+       true},
+      {R"({"matchLabels": {"a": "h"}})",
+       R"({"matchExpressions": [{"key": "a", "operator": "In", "values": ["i", "j"]}]})", false},
+      {R"({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["h", "i"]}]})",
+       R"({"matchLabels": {"a": "h"}})", false},
+      {R"({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["h"]}]})",
+       R"({"matchExpressions": [{"key": "a", "operator": "In", "values": ["h", "i"]}]})", true},
+      {R"({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]})",
+       R"({"matchLabels": {"a": "h"}})", false},
+      {R"({"matchExpressions": [{"key": "a", "operator": "Exists"}]})",
+       R"({"matchLabels": {"a": "h"}})", true},
+      // OpenKruise's approximation: a key required by one and not mentioned by the other.
+      {R"({"matchLabels": {"a": "h"}})",
+       R"({"matchExpressions": [{"key": "c", "operator": "Exists"}]})", false},
+      {R"({"matchLabels": {"a": "h"}})", "null", false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.a, " / ", c.b));
+    EXPECT_EQ(SelectorsMayOverlap(Json::parse(c.a), Json::parse(c.b)), c.overlap);
+    EXPECT_EQ(SelectorsMayOverlap(Json::parse(c.b), Json::parse(c.a)), c.overlap);  // symmetric
+  }
+}
+
+TEST(SidecarSetConflictsTest, MalformedSetsAreSkipped) {
+  Json mine = Set("a", kAB, kNames);
+  std::vector<Json> others = {Json(), Json(1), Json::parse(R"({"spec": 2})"),
+                              Json::parse(R"({"metadata": {"name": "x"}, "spec": {"selector": 3,
+                                  "containers": [{"name": "container-name"}]}})"),
+                              Json::parse(R"({"metadata": {"name": "y"}, "spec": {
+                                  "selector": {"matchLabels": {"a": "b"}}, "containers": 5,
+                                  "volumes": [1, {"name": 2}], "patchPodMetadata": {"x": 1}}})")};
+  EXPECT_THAT(SidecarSetConflicts(mine, others), IsEmpty());
+  EXPECT_THAT(SidecarSetConflicts(Json("garbage"), others), IsEmpty());
+}
+
+}  // namespace conflicts
+
 }  // namespace
 }  // namespace kruise::manager::sidecarset
