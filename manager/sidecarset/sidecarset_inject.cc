@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <utility>
@@ -96,10 +97,8 @@ bool IsNativeSidecar(const Json& c) {
   return c.is_object() && StrAt(c, "restartPolicy") == "Always";
 }
 
-std::string HashOf(const Json& ss, bool without_image) {
-  const Json* spec = Field(ss, "spec");
-  if (spec == nullptr || !spec->is_object()) return "";
-  const Json defaulted = DefaultSidecarSet(ss);
+// The hash of a set DefaultSidecarSet already went through.
+std::string HashOfDefaulted(const Json& defaulted, bool without_image) {
   const Json* dspec_p = Field(defaulted, "spec");
   if (dspec_p == nullptr || !dspec_p->is_object()) return "";
   const Json& dspec = *dspec_p;
@@ -121,14 +120,17 @@ std::string HashOf(const Json& ss, bool without_image) {
   return SafeEncode(Sha256Hex(encoded));
 }
 
-// ---- Matching
+std::string HashOf(const Json& ss, bool without_image) {
+  const Json* spec = Field(ss, "spec");
+  if (spec == nullptr || !spec->is_object()) return "";
+  return HashOfDefaulted(DefaultSidecarSet(ss), without_image);
+}
 
-bool SelectorMatches(const Json& selector_json, const std::map<std::string, std::string>& labels,
-                     bool allow_empty) {
-  absl::StatusOr<kube::LabelSelector> sel = kube::LabelSelector::FromJson(selector_json);
-  if (!sel.ok() || sel->matches_nothing()) return false;
-  if (!allow_empty && sel->matches_everything()) return false;
-  return sel->Matches(labels);
+// The recorded hash (annotation first) of a defaulted set.
+std::string RecordedHashOfDefaulted(const Json& defaulted, const char* annotation,
+                                    bool without_image) {
+  std::optional<std::string> a = kube::Annotation(defaulted, annotation);
+  return a && !a->empty() ? *a : HashOfDefaulted(defaulted, without_image);
 }
 
 // ---- Injection
@@ -400,46 +402,89 @@ std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_hand
 }  // namespace inject_impl
 }  // namespace
 
+struct SidecarSetMatcher::Impl {
+  bool never = false;  // not an object, no spec, paused, malformed selector
+  std::string name_;
+  std::optional<std::string> namespace_;  // spec.namespace when non-empty
+  std::optional<kube::LabelSelector> namespace_selector;
+  bool namespace_selector_by_name_only = false;
+  kube::LabelSelector selector = kube::LabelSelector::Nothing();
+};
+
+SidecarSetMatcher::SidecarSetMatcher(const nlohmann::json& sidecarset)
+    : impl_(std::make_unique<Impl>()) {
+  using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
+  Impl& m = *impl_;
+  m.never = true;
+  if (!sidecarset.is_object()) return;
+  m.name_ = kube::Name(sidecarset);
+  const Json* spec = Field(sidecarset, "spec");
+  if (spec == nullptr || !spec->is_object()) return;
+  if (const Json* paused = kube::FindPath(*spec, {"injectionStrategy", "paused"});
+      paused != nullptr && paused->is_boolean() && paused->get<bool>()) {
+    return;
+  }
+  if (const Json* want = Field(*spec, "namespace"); want != nullptr) {
+    if (!want->is_string()) return;
+    if (!want->get_ref<const std::string&>().empty()) m.namespace_ = want->get<std::string>();
+  }
+  if (const Json* nss = Field(*spec, "namespaceSelector"); nss != nullptr) {
+    absl::StatusOr<kube::LabelSelector> sel = kube::LabelSelector::FromJson(*nss);
+    if (!sel.ok() || sel->matches_nothing()) return;
+    m.namespace_selector_by_name_only =
+        std::all_of(sel->requirements().begin(), sel->requirements().end(),
+                    [](const auto& r) { return r.key == kMetadataNameLabel; });
+    m.namespace_selector = std::move(*sel);
+  }
+  const Json* selector = Field(*spec, "selector");
+  if (selector == nullptr) return;
+  absl::StatusOr<kube::LabelSelector> sel = kube::LabelSelector::FromJson(*selector);
+  if (!sel.ok() || sel->matches_nothing() || sel->matches_everything()) return;
+  m.selector = std::move(*sel);
+  m.never = false;
+}
+
+SidecarSetMatcher::~SidecarSetMatcher() = default;
+SidecarSetMatcher::SidecarSetMatcher(SidecarSetMatcher&&) noexcept = default;
+SidecarSetMatcher& SidecarSetMatcher::operator=(SidecarSetMatcher&&) noexcept = default;
+
+const std::string& SidecarSetMatcher::name() const { return impl_->name_; }
+
+PodFacts PodFacts::Of(const nlohmann::json& pod, absl::string_view manager_namespace) {
+  PodFacts f;
+  if (!pod.is_object()) return f;
+  f.namespace_ = kube::Namespace(pod);
+  if (f.namespace_.empty()) f.namespace_ = "default";
+  f.labels = kube::Labels(pod);
+  const std::string phase = kube::GetString(pod, {"status", "phase"}).value_or("");
+  f.injectable = f.namespace_ != "kube-system" &&
+                 (manager_namespace.empty() || f.namespace_ != manager_namespace) &&
+                 !kube::IsBeingDeleted(pod) && phase != "Succeeded" && phase != "Failed";
+  return f;
+}
+
+bool SidecarSetMatcher::Matches(const PodFacts& pod, const nlohmann::json* namespace_obj) const {
+  using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
+  const Impl& m = *impl_;
+  if (m.never || !pod.injectable) return false;
+  if (m.namespace_ && *m.namespace_ != pod.namespace_) return false;
+  if (m.namespace_selector) {
+    if (namespace_obj != nullptr && namespace_obj->is_object()) {
+      std::map<std::string, std::string> labels = kube::Labels(*namespace_obj);
+      labels.emplace(kMetadataNameLabel, pod.namespace_);
+      if (!m.namespace_selector->Matches(labels)) return false;
+    } else if (!m.namespace_selector_by_name_only ||
+               !m.namespace_selector->Matches({{kMetadataNameLabel, pod.namespace_}})) {
+      return false;
+    }
+  }
+  return m.selector.Matches(pod.labels);
+}
+
 bool SidecarSetMatchesPod(const nlohmann::json& sidecarset, const nlohmann::json& pod,
                           const nlohmann::json* namespace_obj,
                           absl::string_view manager_namespace) {
-  using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
-  if (!sidecarset.is_object() || !pod.is_object()) return false;
-  std::string ns = kube::Namespace(pod);
-  if (ns.empty()) ns = "default";
-  if (ns == "kube-system" || (!manager_namespace.empty() && ns == manager_namespace)) return false;
-  if (kube::IsBeingDeleted(pod)) return false;
-  const std::string phase = kube::GetString(pod, {"status", "phase"}).value_or("");
-  if (phase == "Succeeded" || phase == "Failed") return false;
-
-  const Json* spec = Field(sidecarset, "spec");
-  if (spec == nullptr || !spec->is_object()) return false;
-  if (const Json* paused = kube::FindPath(*spec, {"injectionStrategy", "paused"});
-      paused != nullptr && paused->is_boolean() && paused->get<bool>()) {
-    return false;
-  }
-  if (const Json* want = Field(*spec, "namespace"); want != nullptr) {
-    if (!want->is_string()) return false;
-    const std::string& w = want->get_ref<const std::string&>();
-    if (!w.empty() && w != ns) return false;
-  }
-  if (const Json* nss = Field(*spec, "namespaceSelector"); nss != nullptr) {
-    if (namespace_obj != nullptr && namespace_obj->is_object()) {
-      std::map<std::string, std::string> labels = kube::Labels(*namespace_obj);
-      labels.emplace(kMetadataNameLabel, ns);
-      if (!SelectorMatches(*nss, labels, /*allow_empty=*/true)) return false;
-    } else {
-      absl::StatusOr<kube::LabelSelector> sel = kube::LabelSelector::FromJson(*nss);
-      if (!sel.ok() || sel->matches_nothing()) return false;
-      for (const auto& r : sel->requirements()) {
-        if (r.key != kMetadataNameLabel) return false;
-      }
-      if (!sel->Matches({{kMetadataNameLabel, ns}})) return false;
-    }
-  }
-  const Json* selector = Field(*spec, "selector");
-  if (selector == nullptr) return false;
-  return SelectorMatches(*selector, kube::Labels(pod), /*allow_empty=*/false);
+  return SidecarSetMatcher(sidecarset).Matches(PodFacts::Of(pod, manager_namespace), namespace_obj);
 }
 
 std::string SidecarSetHash(const nlohmann::json& sidecarset) {
@@ -464,6 +509,14 @@ std::string SidecarSetRecordedHashWithoutImage(const nlohmann::json& sidecarset)
 absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
                                                const std::vector<nlohmann::json>& matching,
                                                absl::Time now) {
+  std::vector<const nlohmann::json*> pointers;
+  pointers.reserve(matching.size());
+  for (const nlohmann::json& ss : matching) pointers.push_back(&ss);
+  return InjectSidecarsNoCopy(pod_ptr, pointers, now);
+}
+
+absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
+    nlohmann::json* pod_ptr, const std::vector<const nlohmann::json*>& matching, absl::Time now) {
   using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
   InjectionResult result;
   if (pod_ptr == nullptr || !pod_ptr->is_object()) {
@@ -493,7 +546,8 @@ absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
 
   // The sets, defaulted, by name.
   std::map<std::string, Json> sets;
-  for (const Json& ss : matching) {
+  for (const Json* ss_p : matching) {
+    const Json& ss = *ss_p;
     const std::string name = ss.is_object() ? kube::Name(ss) : "";
     if (name.empty()) {
       result.notes.push_back("skipped a SidecarSet without metadata.name");
@@ -730,11 +784,12 @@ absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
     const std::vector<std::string> list(sidecar_list.begin(), sidecar_list.end());
     OrderedJson entry = OrderedJson::object();
     entry["updateTimestamp"] = timestamp;
-    entry["hash"] = SidecarSetRecordedHash(ss);
+    entry["hash"] = RecordedHashOfDefaulted(ss, kSidecarSetHashAnnotation, false);
     entry["sidecarSetName"] = set_name;
     entry["sidecarList"] = list;
     OrderedJson entry_wo = entry;
-    entry_wo["hash"] = SidecarSetRecordedHashWithoutImage(ss);
+    entry_wo["hash"] =
+        RecordedHashOfDefaulted(ss, kSidecarSetHashWithoutImageAnnotation, /*without_image=*/true);
     if (std::string rev = kube::GetString(ss, {"status", "latestRevision"}).value_or("");
         !rev.empty()) {
       entry["controllerRevision"] = rev;

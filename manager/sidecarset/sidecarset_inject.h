@@ -76,6 +76,8 @@
 //
 // Thread-compatible, no state; never throws, whatever the JSON.
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -110,6 +112,31 @@ inline constexpr char kSidecarSetVersionAltEnv[] = "SIDECARSET_VERSION_ALT";
 bool SidecarSetMatchesPod(const nlohmann::json& sidecarset, const nlohmann::json& pod,
                           const nlohmann::json* namespace_obj, absl::string_view manager_namespace);
 
+// The same decision split for a webhook matching each pod against many sets: a SidecarSetMatcher
+// is built once per set (its selectors parsed; rebuild it when the set changes), PodFacts once
+// per pod, and Matches(facts, namespace_obj) answers as SidecarSetMatchesPod does.
+struct PodFacts {
+  static PodFacts Of(const nlohmann::json& pod, absl::string_view manager_namespace);
+  std::string namespace_;  // "default" when the pod names none
+  std::map<std::string, std::string> labels;
+  bool injectable = false;  // not kube-system / the manager's namespace, deleting or finished
+};
+
+class SidecarSetMatcher {
+ public:
+  explicit SidecarSetMatcher(const nlohmann::json& sidecarset);
+  ~SidecarSetMatcher();
+  SidecarSetMatcher(SidecarSetMatcher&&) noexcept;
+  SidecarSetMatcher& operator=(SidecarSetMatcher&&) noexcept;
+
+  bool Matches(const PodFacts& pod, const nlohmann::json* namespace_obj) const;
+  const std::string& name() const;  // the set's metadata.name
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // See "Hashes" above. Computed over DefaultSidecarSet(sidecarset); "" when it has no spec.
 std::string SidecarSetHash(const nlohmann::json& sidecarset);
 std::string SidecarSetHashWithoutImage(const nlohmann::json& sidecarset);
@@ -139,5 +166,9 @@ struct InjectionResult {
 absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod,
                                                const std::vector<nlohmann::json>& matching,
                                                absl::Time now);
+// The same without copying the sets (pointers must not be null). Named apart: nlohmann::json
+// converts implicitly to pointers, which would make `{set}` ambiguous between overloads.
+absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
+    nlohmann::json* pod, const std::vector<const nlohmann::json*>& matching, absl::Time now);
 
 }  // namespace kruise::manager::sidecarset

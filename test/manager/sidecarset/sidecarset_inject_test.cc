@@ -174,6 +174,28 @@ TEST(SidecarSetMatchTest, V1beta1Spelling) {
   EXPECT_FALSE(SidecarSetMatchesPod(ss, Pod(), &team, "kruise-system"));
 }
 
+TEST(SidecarSetMatchTest, PreparedMatcherReusedAcrossPods) {
+  std::vector<SidecarSetMatcher> matchers;
+  matchers.emplace_back(Set("web"));
+  matchers.emplace_back(Set("db", R"({"selector": {"matchLabels": {"app": "db"}}})"));
+  matchers.emplace_back(Set("paused", R"({"injectionStrategy": {"paused": true}})"));
+  matchers.emplace_back(Json("garbage"));
+  EXPECT_EQ(matchers[1].name(), "db");
+  EXPECT_EQ(matchers[3].name(), "");
+  auto matching = [&](const Json& pod) {
+    const PodFacts facts = PodFacts::Of(pod, "kruise-system");
+    std::vector<std::string> out;
+    for (const SidecarSetMatcher& m : matchers) {
+      if (m.Matches(facts, nullptr)) out.push_back(m.name());
+    }
+    return out;
+  };
+  EXPECT_THAT(matching(Pod()), ElementsAre("web"));
+  EXPECT_THAT(matching(Pod(R"({"metadata": {"labels": {"app": "db"}}})")), ElementsAre("db"));
+  EXPECT_THAT(matching(Pod("{}", "kruise-system")), IsEmpty());
+  EXPECT_FALSE(PodFacts::Of(Json("pod"), "").injectable);
+}
+
 // ---- Ordering and placement -------------------------------------------------------------------
 
 TEST(SidecarSetInjectTest, ContainersBeforeAndAfterAppContainers) {
@@ -675,6 +697,14 @@ TEST(SidecarSetInjectTest, Idempotent) {
   EXPECT_EQ(Inject(once, sets), once);
   EXPECT_THAT(Names(once["spec"]["containers"]),
               ElementsAre("log", "mesh-1", "mesh-2", "app", "tail"));
+}
+
+TEST(SidecarSetInjectTest, NoCopyGivesTheSameResult) {
+  const Json a = Set("a"), b = Set("b", R"({"containers": [{"name": "x", "image": "x:1"}]})");
+  Json p1 = Pod(), p2 = Pod();
+  ASSERT_TRUE(InjectSidecars(&p1, {b, a}, kNow).ok());
+  ASSERT_TRUE(InjectSidecarsNoCopy(&p2, {&b, &a}, kNow).ok());
+  EXPECT_EQ(p1, p2);
 }
 
 TEST(SidecarSetInjectTest, NoSetsOrBadInput) {
