@@ -277,8 +277,9 @@ Json BuildContainer(const Json& sc, const std::string& set_name, const PodView& 
       if (std::string n = StrAt(t, "envName"); !n.empty()) names.insert(n);
       if (const Json* ns = Field(t, "envNames"); ns != nullptr && ns->is_array()) {
         for (const Json& n : *ns) {
-          if (n.is_string() && !n.get_ref<const std::string&>().empty())
+          if (n.is_string() && !n.get_ref<const std::string&>().empty()) {
             names.insert(n.get<std::string>());
+          }
         }
       }
       std::string source = StrAt(t, "sourceContainerName");
@@ -404,7 +405,7 @@ std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_hand
 
 struct SidecarSetMatcher::Impl {
   bool never = false;  // not an object, no spec, paused, malformed selector
-  std::string name_;
+  std::string name;
   std::optional<std::string> namespace_;  // spec.namespace when non-empty
   std::optional<kube::LabelSelector> namespace_selector;
   bool namespace_selector_by_name_only = false;
@@ -417,7 +418,7 @@ SidecarSetMatcher::SidecarSetMatcher(const nlohmann::json& sidecarset)
   Impl& m = *impl_;
   m.never = true;
   if (!sidecarset.is_object()) return;
-  m.name_ = kube::Name(sidecarset);
+  m.name = kube::Name(sidecarset);
   const Json* spec = Field(sidecarset, "spec");
   if (spec == nullptr || !spec->is_object()) return;
   if (const Json* paused = kube::FindPath(*spec, {"injectionStrategy", "paused"});
@@ -448,7 +449,7 @@ SidecarSetMatcher::~SidecarSetMatcher() = default;
 SidecarSetMatcher::SidecarSetMatcher(SidecarSetMatcher&&) noexcept = default;
 SidecarSetMatcher& SidecarSetMatcher::operator=(SidecarSetMatcher&&) noexcept = default;
 
-const std::string& SidecarSetMatcher::name() const { return impl_->name_; }
+const std::string& SidecarSetMatcher::name() const { return impl_->name; }
 
 PodFacts PodFacts::Of(const nlohmann::json& pod, absl::string_view manager_namespace) {
   PodFacts f;
