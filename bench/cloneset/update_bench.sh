@@ -15,7 +15,8 @@
 #     the kubelet's client is limited to 5 requests/s (kubeAPIQPS default), which bounds both.
 # With ROUNDS > 1 it ends with medians (min, max) per strategy and the ratio of each round.
 #
-#   bench/cloneset/update_bench.sh [BUILD_DIR]     (ROUNDS=1, PODS=100, KEEP_LOGS=1)
+#   bench/cloneset/update_bench.sh [BUILD_DIR]     (ROUNDS=1, PODS=100, PULL_POLICY=Always,
+#                                                   KEEP_LOGS=1)
 # Runs one kruise-manager on the host (URL webhooks) like test/e2e/cloneset; deletes what it made.
 set -uo pipefail
 
@@ -29,6 +30,9 @@ ninja -C "$BUILD" kruise-manager >&2 || die "building kruise-manager"
 kube_local_preflight jq curl python3
 ROUNDS=${ROUNDS:-1}
 PODS=${PODS:-100}
+# The webhook defaults a CloneSet's containers to Always (as OpenKruise): every restart and every
+# new pod then asks the registry, and containerd serialises concurrent pulls of one reference.
+PULL_POLICY=${PULL_POLICY:-Always}
 BASE=${KRUISE_BENCH_CLONESET_PORT_BASE:-16480}
 NS=kruise-bench-cloneset
 REG=$KUBE_LOCAL_REGISTRY
@@ -87,6 +91,7 @@ spec:
       containers:
       - name: main
         image: $REG/busybox:v1
+        imagePullPolicy: $PULL_POLICY
         # One process that sleeps: a loop of `sleep 1` in 100 pods forks 100 times a second and
         # slows this 2-core kubelet down for both strategies alike.
         command: ["sh", "-c", "trap 'exit 0' TERM; sleep 86400 & wait"]
