@@ -234,6 +234,11 @@ bool Informer::HasSynced() const {
   return listed_ && delivered_seq_ >= initial_seq_;
 }
 
+bool Informer::HandlersCaughtUp() const {
+  absl::MutexLock lock(&mu_);
+  return delivered_seq_ >= enqueued_seq_;
+}
+
 bool Informer::WaitForSync(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto cond = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -126,6 +126,11 @@ class Informer {
   // Waits until HasSynced(), Stop() or `deadline` on the clock. Returns HasSynced().
   bool WaitForSync(absl::Time deadline);
 
+  // True when every change the cache holds has been delivered to the handlers (the store is
+  // updated and its notification queued under one lock). Tests that wait for the cache to hold an
+  // object use it to know that handlers, such as expectation observers, have seen it too.
+  bool HandlersCaughtUp() const;
+
   // The cache (lister API: Get, List, ByIndex).
   const Store& store() const { return store_; }
   const Resource& resource() const { return opts_.resource; }

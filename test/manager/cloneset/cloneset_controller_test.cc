@@ -111,6 +111,8 @@ class CloneSetControllerTest : public ::testing::Test {
           }
         }
         if (informers_[i]->store().size() != expected) same = false;
+        // The expectation observers run on the dispatcher thread, after the store has changed.
+        if (!informers_[i]->HandlersCaughtUp()) same = false;
       }
       if (same) return;
       absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
