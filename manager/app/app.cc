@@ -22,6 +22,7 @@
 #include "manager/imagepull/nodeimage_admission.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
+#include "manager/sidecarset/sidecarset_inject.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_webhook.h"
@@ -146,7 +147,11 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
         if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
-        return webhook::PatchResponse(req.object, sidecarset::DefaultSidecarSet(req.object));
+        // Defaults, then OpenKruise's kruise.io/sidecarset-hash(-without-image) annotations.
+        const bool update = req.operation == "UPDATE" && req.old_object.is_object();
+        return webhook::PatchResponse(
+            req.object, sidecarset::WithSidecarSetHashes(sidecarset::DefaultSidecarSet(req.object),
+                                                         update ? &req.old_object : nullptr));
       });
   auto validate_sidecarset = std::make_shared<webhook::FuncHandler>(
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {

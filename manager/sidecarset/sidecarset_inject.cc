@@ -507,6 +507,31 @@ std::string SidecarSetRecordedHashWithoutImage(const nlohmann::json& sidecarset)
   return a && !a->empty() ? *a : SidecarSetHashWithoutImage(sidecarset);
 }
 
+nlohmann::json WithSidecarSetHashes(const nlohmann::json& sidecarset, const nlohmann::json* old) {
+  if (!sidecarset.is_object()) return sidecarset;
+  nlohmann::json out = sidecarset;
+  if (!out.contains("metadata") || !out["metadata"].is_object()) out["metadata"] = nlohmann::json::object();
+  nlohmann::json& meta = out["metadata"];
+  if (!meta.contains("annotations") || !meta["annotations"].is_object()) {
+    meta["annotations"] = nlohmann::json::object();
+  }
+  const bool have_old = old != nullptr && old->is_object();
+  auto stamp = [&](const char* key, std::string (*hash)(const nlohmann::json&)) {
+    const std::string now = hash(sidecarset);
+    if (have_old && hash(*old) == now) {
+      std::optional<std::string> kept = kube::Annotation(*old, key);
+      if (kept.has_value() && !kept->empty()) {
+        meta["annotations"][key] = *kept;
+        return;
+      }
+    }
+    meta["annotations"][key] = now;
+  };
+  stamp(kSidecarSetHashAnnotation, &SidecarSetHash);
+  stamp(kSidecarSetHashWithoutImageAnnotation, &SidecarSetHashWithoutImage);
+  return out;
+}
+
 absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
                                                const std::vector<nlohmann::json>& matching,
                                                absl::Time now) {

@@ -144,6 +144,11 @@ std::string SidecarSetHashWithoutImage(const nlohmann::json& sidecarset);
 // computed hash: what pods record and the upgrade controller compares with.
 std::string SidecarSetRecordedHash(const nlohmann::json& sidecarset);
 std::string SidecarSetRecordedHashWithoutImage(const nlohmann::json& sidecarset);
+// What the SidecarSet mutating webhook writes, as OpenKruise's does: `sidecarset` (already
+// defaulted) with both hash annotations set. On UPDATE (`old` non-null) an annotation whose hash
+// did not change keeps its value, so a set migrated from OpenKruise keeps OpenKruise's hashes,
+// and with them its injected pods, until its containers change. A non-object is returned as is.
+nlohmann::json WithSidecarSetHashes(const nlohmann::json& sidecarset, const nlohmann::json* old);
 
 struct InjectionResult {
   // Names of the sets applied, sorted.

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/client.h"
+#include "kube/object.h"
 #include "manager/sidecarset/sidecarset_admission.h"
 
 namespace kruise::manager::sidecarset {
@@ -614,6 +615,39 @@ TEST(SidecarSetHashTest, WhatChangesWhich) {
   annotated["metadata"]["annotations"] = {{"kruise.io/sidecarset-hash", "h"}};
   EXPECT_EQ(SidecarSetRecordedHash(annotated), "h");
   EXPECT_EQ(SidecarSetRecordedHashWithoutImage(annotated), SidecarSetHashWithoutImage(base));
+}
+
+// The mutating webhook's stamp: computed on CREATE; on UPDATE a hash that did not change keeps
+// the value the set carries (OpenKruise's, for a migrated set).
+TEST(SidecarSetHashTest, WebhookStampsAndKeepsUnchangedHashes) {
+  const Json base = DefaultSidecarSet(Set("s"));
+  Json created = WithSidecarSetHashes(base, nullptr);
+  EXPECT_EQ(kube::Annotation(created, "kruise.io/sidecarset-hash"), SidecarSetHash(base));
+  EXPECT_EQ(kube::Annotation(created, "kruise.io/sidecarset-hash-without-image"),
+            SidecarSetHashWithoutImage(base));
+  // A set stamped by OpenKruise: a label change keeps both of its values.
+  Json migrated = base;
+  migrated["metadata"]["annotations"] = {{"kruise.io/sidecarset-hash", "ok-hash"},
+                                         {"kruise.io/sidecarset-hash-without-image", "ok-wo"}};
+  Json relabelled = migrated;
+  relabelled["metadata"]["labels"] = {{"team", "x"}};
+  Json kept = WithSidecarSetHashes(relabelled, &migrated);
+  EXPECT_EQ(kube::Annotation(kept, "kruise.io/sidecarset-hash"), "ok-hash");
+  EXPECT_EQ(kube::Annotation(kept, "kruise.io/sidecarset-hash-without-image"), "ok-wo");
+  // An image change recomputes the hash and keeps the without-image value.
+  Json new_image = migrated;
+  new_image["spec"]["containers"][0]["image"] = "fluentd:9";
+  Json imaged = WithSidecarSetHashes(new_image, &migrated);
+  EXPECT_EQ(kube::Annotation(imaged, "kruise.io/sidecarset-hash"), SidecarSetHash(new_image));
+  EXPECT_EQ(kube::Annotation(imaged, "kruise.io/sidecarset-hash-without-image"), "ok-wo");
+  // A user cannot pin a stale hash on CREATE; garbage passes through.
+  Json forged = base;
+  forged["metadata"]["annotations"] = {{"kruise.io/sidecarset-hash", "forged"}};
+  EXPECT_EQ(kube::Annotation(WithSidecarSetHashes(forged, nullptr), "kruise.io/sidecarset-hash"),
+            SidecarSetHash(base));
+  EXPECT_EQ(WithSidecarSetHashes(Json("x"), nullptr), Json("x"));
+  Json no_meta = {{"spec", base["spec"]}, {"metadata", 3}};
+  EXPECT_NO_THROW(WithSidecarSetHashes(no_meta, &no_meta));
 }
 
 // ---- Conflicts --------------------------------------------------------------------------------
