@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kube/object.h"
+#include "kube/pod_defaults.h"
 #include "manager/cloneset/cloneset_api.h"
 
 namespace kruise::manager::cloneset {
@@ -45,13 +46,6 @@ void DefaultIfEmptyString(Json* obj, const char* key, const char* value) {
   }
 }
 
-void DefaultIfZero(Json* obj, const char* key, int64_t value) {
-  auto it = obj->find(key);
-  if (it == obj->end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) {
-    (*obj)[key] = value;
-  }
-}
-
 // The object member `key`, created empty when absent or null; nullptr when it holds something
 // else (left as it is for validation to report).
 Json* ObjectMember(Json* obj, const char* key) {
@@ -76,103 +70,16 @@ void ForEachObject(Json* obj, const char* key, Fn fn) {
   }
 }
 
-// Kubernetes' SetDefaults_Container rule: Always for the tag "latest" (or no tag and no digest),
-// IfNotPresent otherwise (including references it cannot parse, such as "").
-std::string KubeDefaultPullPolicy(const Json& image) {
-  if (!image.is_string() || image.get_ref<const std::string&>().empty()) return "IfNotPresent";
-  std::string ref = image.get<std::string>();
-  bool digest = false;
-  if (size_t at = ref.find('@'); at != std::string::npos) {
-    digest = true;
-    ref.resize(at);
-  }
-  std::string tag;
-  const size_t slash = ref.rfind('/');
-  const size_t colon = ref.rfind(':');
-  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) {
-    tag = ref.substr(colon + 1);
-  }
-  if (tag.empty() && !digest) tag = "latest";
-  return tag == "latest" ? "Always" : "IfNotPresent";
-}
-
-void DefaultFieldRef(Json* owner) {
-  if (Json* ref = ExistingObject(owner, "fieldRef")) DefaultIfEmptyString(ref, "apiVersion", "v1");
-}
-
-void DefaultHttpGet(Json* handler) {
-  if (Json* get = ExistingObject(handler, "httpGet")) {
-    DefaultIfEmptyString(get, "path", "/");
-    DefaultIfEmptyString(get, "scheme", "HTTP");
-  }
-}
-
-void DefaultProbe(Json* container, const char* key) {
-  Json* probe = ExistingObject(container, key);
-  if (probe == nullptr) return;
-  DefaultIfZero(probe, "timeoutSeconds", 1);
-  DefaultIfZero(probe, "periodSeconds", 10);
-  DefaultIfZero(probe, "successThreshold", 1);
-  DefaultIfZero(probe, "failureThreshold", 3);
-  DefaultHttpGet(probe);
-}
-
 void DefaultContainer(Json* c, bool init_container, bool host_network) {
   if (init_container) {
     auto image = c->find("image");
-    const std::string policy = KubeDefaultPullPolicy(image == c->end() ? Json() : *image);
-    DefaultIfEmptyString(c, "imagePullPolicy", policy.c_str());
+    DefaultIfEmptyString(c, "imagePullPolicy",
+                         kube::DefaultPullPolicy(image == c->end() ? Json() : *image).c_str());
   } else {
     // OpenKruise: "For in-place update, we set default imagePullPolicy to Always".
     DefaultIfEmptyString(c, "imagePullPolicy", "Always");
   }
-  DefaultIfEmptyString(c, "terminationMessagePath", "/dev/termination-log");
-  DefaultIfEmptyString(c, "terminationMessagePolicy", "File");
-  ForEachObject(c, "ports", [host_network](Json* port) {
-    DefaultIfEmptyString(port, "protocol", "TCP");
-    if (host_network) {
-      auto cp = port->find("containerPort");
-      if (cp != port->end() && cp->is_number_integer())
-        DefaultIfZero(port, "hostPort", cp->get<int64_t>());
-    }
-  });
-  ForEachObject(c, "env", [](Json* env) {
-    if (Json* from = ExistingObject(env, "valueFrom")) DefaultFieldRef(from);
-  });
-  DefaultProbe(c, "livenessProbe");
-  DefaultProbe(c, "readinessProbe");
-  DefaultProbe(c, "startupProbe");
-  if (Json* lifecycle = ExistingObject(c, "lifecycle")) {
-    if (Json* h = ExistingObject(lifecycle, "postStart")) DefaultHttpGet(h);
-    if (Json* h = ExistingObject(lifecycle, "preStop")) DefaultHttpGet(h);
-  }
-}
-
-void DefaultVolume(Json* v) {
-  bool has_source = false;
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    if (it.key() != "name" && !it->is_null()) has_source = true;
-  }
-  if (!has_source) (*v)["emptyDir"] = Json::object();
-  if (Json* hp = ExistingObject(v, "hostPath")) DefaultIfUnset(hp, "type", "");
-  for (const char* key : {"secret", "configMap"}) {
-    if (Json* src = ExistingObject(v, key)) DefaultIfUnset(src, "defaultMode", 420);
-  }
-  if (Json* dapi = ExistingObject(v, "downwardAPI")) {
-    DefaultIfUnset(dapi, "defaultMode", 420);
-    ForEachObject(dapi, "items", DefaultFieldRef);
-  }
-  if (Json* projected = ExistingObject(v, "projected")) {
-    DefaultIfUnset(projected, "defaultMode", 420);
-    ForEachObject(projected, "sources", [](Json* source) {
-      if (Json* dapi = ExistingObject(source, "downwardAPI")) {
-        ForEachObject(dapi, "items", DefaultFieldRef);
-      }
-      if (Json* token = ExistingObject(source, "serviceAccountToken")) {
-        DefaultIfUnset(token, "expirationSeconds", 3600);
-      }
-    });
-  }
+  kube::DefaultContainerFields(c, host_network);
 }
 
 void DefaultPodSpecInPlace(Json* spec) {
@@ -183,7 +90,7 @@ void DefaultPodSpecInPlace(Json* spec) {
   DefaultIfEmptyString(spec, "schedulerName", "default-scheduler");
   auto hn = spec->find("hostNetwork");
   const bool host_network = hn != spec->end() && hn->is_boolean() && hn->get<bool>();
-  ForEachObject(spec, "volumes", DefaultVolume);
+  ForEachObject(spec, "volumes", kube::DefaultVolumeFields);
   ForEachObject(spec, "initContainers",
                 [host_network](Json* c) { DefaultContainer(c, true, host_network); });
   ForEachObject(spec, "containers",

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kube/object.h"
+#include "kube/pod_defaults.h"
 
 namespace kruise::manager::sidecarset {
 // Helpers in a named namespace, in case this library gains sibling sources that share its
@@ -60,13 +61,6 @@ void SetIfEmptyString(Json* obj, const char* key, const std::string& value) {
   }
 }
 
-void SetIfZero(Json* obj, const char* key, int64_t value) {
-  auto it = obj->find(key);
-  if (it == obj->end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) {
-    (*obj)[key] = value;
-  }
-}
-
 // The object member `key`, created empty when absent or null; nullptr when it holds something else.
 Json* EnsureObject(Json* obj, const char* key) {
   if (Unset(*obj, key)) (*obj)[key] = Json::object();
@@ -89,49 +83,6 @@ void EachObject(Json* obj, const char* key, Fn fn) {
   }
 }
 
-// Kubernetes' SetDefaults_Container pull policy: Always for the tag "latest" (or no tag and no
-// digest), IfNotPresent otherwise (also for a reference it cannot parse, such as "").
-std::string PullPolicyFor(const Json* image) {
-  if (image == nullptr || !image->is_string() || image->get_ref<const std::string&>().empty()) {
-    return "IfNotPresent";
-  }
-  std::string ref = image->get<std::string>();
-  bool digest = false;
-  if (size_t at = ref.find('@'); at != std::string::npos) {
-    digest = true;
-    ref.resize(at);
-  }
-  std::string tag;
-  const size_t slash = ref.rfind('/');
-  const size_t colon = ref.rfind(':');
-  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) {
-    tag = ref.substr(colon + 1);
-  }
-  if (tag.empty() && !digest) tag = "latest";
-  return tag == "latest" ? "Always" : "IfNotPresent";
-}
-
-void DefaultFieldSelector(Json* owner) {
-  if (Json* ref = ObjectAt(owner, "fieldRef")) SetIfEmptyString(ref, "apiVersion", "v1");
-}
-
-void DefaultHttpGetAction(Json* handler) {
-  if (Json* get = ObjectAt(handler, "httpGet")) {
-    SetIfEmptyString(get, "path", "/");
-    SetIfEmptyString(get, "scheme", "HTTP");
-  }
-}
-
-void DefaultProbeAt(Json* container, const char* key) {
-  Json* probe = ObjectAt(container, key);
-  if (probe == nullptr) return;
-  SetIfZero(probe, "timeoutSeconds", 1);
-  SetIfZero(probe, "periodSeconds", 10);
-  SetIfZero(probe, "successThreshold", 1);
-  SetIfZero(probe, "failureThreshold", 3);
-  DefaultHttpGetAction(probe);
-}
-
 void DefaultSidecar(Json* c, const char* inject_policy) {
   SetIfEmptyString(c, "podInjectPolicy", inject_policy);
   if (Json* us = EnsureObject(c, "upgradeStrategy")) {
@@ -141,49 +92,13 @@ void DefaultSidecar(Json* c, const char* inject_policy) {
     SetIfEmptyString(svp, "type", kShareDisabled);
   }
   EachObject(c, "transferEnv", [](Json* t) {
-    if (Json* from = ObjectAt(t, "sourceContainerNameFrom")) DefaultFieldSelector(from);
+    if (Json* from = ObjectAt(t, "sourceContainerNameFrom")) kube::DefaultFieldRef(from);
   });
-  // The core/v1 Container part.
-  SetIfEmptyString(c, "imagePullPolicy", PullPolicyFor(Field(*c, "image")));
-  SetIfEmptyString(c, "terminationMessagePath", "/dev/termination-log");
-  SetIfEmptyString(c, "terminationMessagePolicy", "File");
-  EachObject(c, "ports", [](Json* port) { SetIfEmptyString(port, "protocol", "TCP"); });
-  EachObject(c, "env", [](Json* env) {
-    if (Json* from = ObjectAt(env, "valueFrom")) DefaultFieldSelector(from);
-  });
-  DefaultProbeAt(c, "livenessProbe");
-  DefaultProbeAt(c, "readinessProbe");
-  DefaultProbeAt(c, "startupProbe");
-  if (Json* lifecycle = ObjectAt(c, "lifecycle")) {
-    if (Json* h = ObjectAt(lifecycle, "postStart")) DefaultHttpGetAction(h);
-    if (Json* h = ObjectAt(lifecycle, "preStop")) DefaultHttpGetAction(h);
-  }
-}
-
-void DefaultPodVolume(Json* v) {
-  bool has_source = false;
-  for (auto it = v->begin(); it != v->end(); ++it) {
-    if (it.key() != "name" && !it->is_null()) has_source = true;
-  }
-  if (!has_source) (*v)["emptyDir"] = Json::object();
-  if (Json* hp = ObjectAt(v, "hostPath")) SetIfUnset(hp, "type", "");
-  for (const char* key : {"secret", "configMap"}) {
-    if (Json* src = ObjectAt(v, key)) SetIfUnset(src, "defaultMode", 420);
-  }
-  if (Json* dapi = ObjectAt(v, "downwardAPI")) {
-    SetIfUnset(dapi, "defaultMode", 420);
-    EachObject(dapi, "items", DefaultFieldSelector);
-  }
-  if (Json* projected = ObjectAt(v, "projected")) {
-    SetIfUnset(projected, "defaultMode", 420);
-    EachObject(projected, "sources", [](Json* source) {
-      if (Json* dapi = ObjectAt(source, "downwardAPI"))
-        EachObject(dapi, "items", DefaultFieldSelector);
-      if (Json* token = ObjectAt(source, "serviceAccountToken")) {
-        SetIfUnset(token, "expirationSeconds", 3600);
-      }
-    });
-  }
+  // The core/v1 Container part (a sidecar's ports are not on the pod's host network here).
+  const Json* image = Field(*c, "image");
+  SetIfEmptyString(c, "imagePullPolicy",
+                   kube::DefaultPullPolicy(image != nullptr ? *image : Json()));
+  kube::DefaultContainerFields(c, /*host_network=*/false);
 }
 
 // ---- Validation helpers -------------------------------------------------------------------------
@@ -1054,7 +969,7 @@ nlohmann::json DefaultsOf(const nlohmann::json& ss) {
                    [](kube::Json* c) { impl::DefaultSidecar(c, impl::kAfterApp); });
   impl::EachObject(spec, "containers",
                    [](kube::Json* c) { impl::DefaultSidecar(c, impl::kBeforeApp); });
-  impl::EachObject(spec, "volumes", impl::DefaultPodVolume);
+  impl::EachObject(spec, "volumes", kube::DefaultVolumeFields);
   impl::SetIfUnset(spec, "revisionHistoryLimit", 10);
   impl::EachObject(spec, "patchPodMetadata", [](kube::Json* patch) {
     impl::SetIfEmptyString(patch, "patchPolicy", impl::kPatchRetain);
