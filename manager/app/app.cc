@@ -244,8 +244,21 @@ class WebhookRunnable final : public kube::Runnable {
           never.Wait(clock_, clock_->Now() + absl::Milliseconds(200), stop);
         }
         if (check.ok()) {
+          // Only now do the webhook configurations point here (URL mode) or carry our CA: the
+          // API server never calls a replica that is not answering yet.
+          certs_->SetServing();
+          while (!stop.stop_requested() && !certs_->published()) {
+            if (clock_->Now() >= deadline) {
+              Fail(absl::StrCat("webhook configurations not written within ",
+                                absl::FormatDuration(init_timeout_)));
+              break;
+            }
+            never.Wait(clock_, clock_->Now() + absl::Milliseconds(100), stop);
+          }
+        }
+        if (check.ok() && certs_->published()) {
           ready_->Open();
-          log->info("webhook ready (TLS round trip to /healthz answered)");
+          log->info("webhook ready (TLS round trip to /healthz answered, configurations written)");
         }
       }
     }
@@ -330,6 +343,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   cert_opts.host = cfg.webhook_host;
   cert_opts.port = cfg.webhook_port;
   cert_opts.external_certs = gates.Enabled("EnableExternalCerts");
+  cert_opts.publish_when_serving = true;
   cert_opts.renew_before = cfg.webhook_cert_renew_before;
   cert_opts.clock = clock;
   webhook::CertManager certs(client.get(), &handlers, cert_opts);

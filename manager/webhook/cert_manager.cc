@@ -78,6 +78,11 @@ bool CertManager::inited() const {
   return inited_;
 }
 
+bool CertManager::published() const {
+  absl::MutexLock lock(&mu_);
+  return published_;
+}
+
 std::string CertManager::ca_cert_pem() const {
   absl::MutexLock lock(&mu_);
   return ca_pem_;
@@ -296,12 +301,21 @@ absl::Status CertManager::Sync() {
         tls::WriteCertDir(options_.cert_dir, certs.ca_cert, certs.cert, certs.key).status(),
         "writing webhook cert dir"));
   }
-  if (options_.external_certs) {
+  if (options_.external_certs) {  // read-only: nothing is pointed anywhere
     RETURN_IF_ERROR(
         VerifyWebhookConfig(MutatingResource(), options_.mutating_config, certs.ca_cert));
     RETURN_IF_ERROR(
         VerifyWebhookConfig(ValidatingResource(), options_.validating_config, certs.ca_cert));
-  } else {
+  }
+  bool publish = true;
+  if (options_.publish_when_serving) {
+    absl::MutexLock lock(&mu_);
+    ca_pem_ = certs.ca_cert;
+    inited_ = true;
+    publish = serving_;
+  }
+  if (!publish) return absl::OkStatus();
+  if (!options_.external_certs) {
     RETURN_IF_ERROR(
         EnsureWebhookConfig(MutatingResource(), options_.mutating_config, certs.ca_cert));
     RETURN_IF_ERROR(
@@ -310,6 +324,7 @@ absl::Status CertManager::Sync() {
   absl::MutexLock lock(&mu_);
   ca_pem_ = certs.ca_cert;
   inited_ = true;
+  published_ = true;
   return absl::OkStatus();
 }
 
@@ -327,6 +342,12 @@ void CertManager::Stop() {
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
+}
+
+void CertManager::SetServing() {
+  absl::MutexLock lock(&mu_);
+  serving_ = true;
+  triggered_ = true;
 }
 
 void CertManager::Trigger() {

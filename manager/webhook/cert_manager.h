@@ -9,7 +9,8 @@
 //      WEBHOOK_HOST if set) at now + renew_before; the CA too when it expires within
 //      ca_min_validity.
 //   2. The PEMs are written atomically into cert_dir (the server's CertReloader picks them up).
-//   3. The mutating and validating webhook configurations are rebuilt from their `template`
+//   3. (With publish_when_serving, only after SetServing().) The mutating and validating webhook
+//      configurations are rebuilt from their `template`
 //      annotation (saved from the original `webhooks` on first sight): caBundle set, clientConfig
 //      pointed at the Service (port 443) or, when `host` is set, at https://host:port/path; entries
 //      whose path has no registered handler dropped. Updated only when something changed.
@@ -50,6 +51,9 @@ class CertManager {
     absl::Duration cert_validity = absl::Hours(24 * 365 * 10);
     absl::Duration resync_period = absl::Minutes(1);
     bool external_certs = false;
+    // When set, Sync() leaves the webhook configurations alone until SetServing(): the API server
+    // is never pointed at (URL mode) or handed a caBundle for a server that is not listening yet.
+    bool publish_when_serving = false;
     std::string mutating_config = "kruise-mutating-webhook-configuration";
     std::string validating_config = "kruise-validating-webhook-configuration";
     Clock* clock = Clock::Real();
@@ -64,9 +68,13 @@ class CertManager {
   void Start();
   void Stop();
   void Trigger();
+  // The webhook server answers now: publish the configurations (at once, in the background loop).
+  void SetServing();
 
-  // True once a Sync() succeeded.
+  // True once a Sync() put the certificates in place.
   bool inited() const;
+  // True once a Sync() also wrote (or, external mode, verified) the webhook configurations.
+  bool published() const;
   // The CA currently in use (PEM), "" before the first successful sync.
   std::string ca_cert_pem() const;
   std::string DnsName() const;
@@ -91,6 +99,8 @@ class CertManager {
   absl::Mutex sync_mu_;
   mutable absl::Mutex mu_;
   bool inited_ ABSL_GUARDED_BY(mu_) = false;
+  bool serving_ ABSL_GUARDED_BY(mu_) = false;
+  bool published_ ABSL_GUARDED_BY(mu_) = false;
   std::string ca_pem_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool triggered_ ABSL_GUARDED_BY(mu_) = false;

@@ -351,6 +351,11 @@ leader_replica() { # the replica (a/b) whose log says it acquired the Lease now 
 has_leader() { LEADER=$(leader_replica) && [ -n "$LEADER" ]; }
 start_replica a
 start_replica b
+replica_ready() { # /readyz opens once the webhook answers and the configurations point at it
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/readyz")" = 200 ]
+}
+wait_for 60 "replica a /readyz" replica_ready $((BASE + 1))
+wait_for 60 "replica b /readyz" replica_ready $((BASE + 4))
 wait_for 60 "a Lease holder among the two managers" has_leader
 watch_pods big "$WORK/watch10.json"
 set_yaml big 30 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  scaleStrategy:

@@ -182,6 +182,30 @@ TEST_F(CertManagerTest, FirstReplicaCreatesSecretWritesDirAndInjectsCaBundle) {
             updates);
 }
 
+TEST_F(CertManagerTest, PublishWhenServingLeavesConfigurationsUntilTheServerAnswers) {
+  TempDir dir;
+  auto opts = Opts(dir.path());
+  opts.host = "127.0.0.1";
+  opts.publish_when_serving = true;
+  CertManager cm(&client_, &registry_, opts);
+  const Json before = client_.objects[kMutKey];
+  ASSERT_TRUE(cm.Sync().ok());
+  EXPECT_TRUE(cm.inited());
+  EXPECT_FALSE(cm.published());
+  EXPECT_EQ(*tls::ReadFile(dir.path() + "/ca-cert.pem"), cm.ca_cert_pem());
+  // Not serving yet: the API server must not be sent here.
+  EXPECT_EQ(client_.objects[kMutKey], before);
+  EXPECT_EQ(client_.updates["mutatingwebhookconfigurations"], 0);
+
+  cm.SetServing();
+  ASSERT_TRUE(cm.Sync().ok());
+  EXPECT_TRUE(cm.published());
+  const Json& cc = client_.objects[kMutKey]["webhooks"][0]["clientConfig"];
+  EXPECT_EQ(cc["url"], "https://127.0.0.1:9876/mutate-pod");
+  EXPECT_EQ(Bundle(client_.objects[kMutKey]["webhooks"][0]), cm.ca_cert_pem());
+  EXPECT_EQ(Bundle(client_.objects[kValKey]["webhooks"][0]), cm.ca_cert_pem());
+}
+
 TEST_F(CertManagerTest, SecondReplicaConvergesOnSameCaAfterCreateConflict) {
   TempDir dir_a, dir_b;
   CertManager a(&client_, &registry_, Opts(dir_a.path()));
