@@ -1,0 +1,151 @@
+#pragma once
+
+// SidecarSet in-place sidecar upgrades (issue 15), as pure functions: which of a set's pods run
+// its current sidecars, which to upgrade now, and the patch that upgrades one pod. The SidecarSet
+// controller (not here) lists the pods the set selects, calls PlanSidecarSetUpgrade, sends
+// SidecarPodUpgradePatch for each pod picked, and writes the counts to the set's status.
+//
+// **Cold upgrade only.** A set with a HotUpgrade container is classified and counted, but never
+// upgraded (PlanSidecarSetUpgrade picks nothing and says why; SidecarPodUpgradePatch is
+// UNIMPLEMENTED). Not here either: the pod condition SidecarSetUpgradable and the events
+// OpenKruise gives not-upgradable pods (the caller has `not_upgradable`), image pre-download.
+//
+// Semantics follow OpenKruise (pkg/controller/sidecarset sidecarset_strategy.go, processor.go,
+// pkg/control/sidecarcontrol):
+//  - Matched pod: active (not being deleted, not Succeeded/Failed), and its
+//    kruise.io/sidecarset-hash annotation has an entry for the set (the caller passes the pods the
+//    set selects: SidecarSetMatcher; its injectionStrategy.paused test is an injection rule, use
+//    UpgradeMatcher below). Per matched pod:
+//      updated        its entry's hash == SidecarSetRecordedHash(set);
+//      upgradable     not updated, and its kruise.io/sidecarset-hash-without-image entry ==
+//                     SidecarSetRecordedHashWithoutImage(set): only images changed;
+//      not upgradable anything else (the change applies to new pods only).
+//  - Upgrading (mid-upgrade): the pod's kruise.io/sidecarset-inplace-update-state entry for the
+//    set (written by our patch, OpenKruise's map set name -> state) is not complete by the
+//    in-place engine's test (inplace::InPlaceUpdateCompleted: each patched container restarted
+//    since, whatever the image digest: no hang on same-digest tags). A pod without an entry is
+//    not upgrading. Ready: condition Ready True and not upgrading.
+//  - Nothing is picked when spec.updateStrategy.paused, when its type is NotUpdate, or with a
+//    HotUpgrade container. Candidates: upgradable pods, matching updateStrategy.selector when set,
+//    not upgrading (a pod still finishing an earlier upgrade waits).
+//  - Order (OpenKruise's SortUpdateIndexes, through cloneset::PlanUpdate): priorityStrategy
+//    (weightPriority / orderPriority, as CloneSet) first, then scatterStrategy (value "*" stands
+//    for each value the pods have for the key), then Kubernetes' ActivePods order: unscheduled,
+//    Pending < Unknown < Running, not ready first, ready for less time, more restarts, newer, name.
+//  - partition (int, or percent of matched pods rounded up; a percent below 100% leaves one pod
+//    to upgrade when there are two or more): that many candidates, from the end of the order,
+//    stay at the old version.
+//  - maxUnavailable (default 1; int, or percent of matched pods rounded up): OpenKruise's count.
+//    Unavailable = updated pods that are not ready or upgrading; picking a ready pod adds one and
+//    stops at maxUnavailable; picking a pod that is not ready costs nothing (it already is).
+//    Pods at an old version that are not ready are not counted, as OpenKruise (so a broken app
+//    pod outside the rollout does not hold it back).
+//
+// The patch (SidecarPodUpgradePatch) is an RFC 6902 **JSON patch** (send as
+// application/json-patch+json), not a merge or strategic patch: this repository's optimistic
+// write (docs/conventions.md) starts with a `test` of /metadata/resourceVersion, a failed test
+// being a bare 422 to tell from a bad patch by re-reading the pod (CloneSetReconciler::PatchPod);
+// a merge patch would replace the whole containers list, and the fake API server treats a
+// strategic patch as a merge patch. Ops: the test, `replace` of /spec/containers/<i>/image for
+// each container of the set the pod has whose image differs, and `add` of the annotations hash,
+// hash-without-image and (when an image changes) inplace-update-state, with this set's entries
+// updated (hash, updateTimestamp, and controllerRevision from status.latestRevision; other fields
+// kept) and every other set's entry kept as it was. Indices come from the pod given; the test makes them safe.
+//
+// Thread-compatible, no state; never throws, whatever the JSON.
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "manager/sidecarset/sidecarset_inject.h"
+#include "nlohmann/json.hpp"
+
+namespace kruise::manager::sidecarset {
+
+inline constexpr char kSidecarSetInPlaceUpdateStateAnnotation[] =
+    "kruise.io/sidecarset-inplace-update-state";
+
+// What the planners read of a SidecarSet, parsed once (defaults applied).
+struct SidecarSetUpgradeTarget {
+  std::string name;
+  std::string hash;                           // SidecarSetRecordedHash
+  std::string hash_without_image;             // SidecarSetRecordedHashWithoutImage
+  std::string latest_revision;                // status.latestRevision ("" when unknown)
+  std::vector<std::string> containers;        // spec.containers names, in order
+  std::map<std::string, std::string> images;  // container name -> image
+  bool hot_upgrade = false;      // a container has upgradeStrategy.upgradeType HotUpgrade
+  bool not_update = false;       // updateStrategy.type NotUpdate
+  bool paused = false;           // updateStrategy.paused
+  nlohmann::json selector;       // updateStrategy.selector (null: every pod)
+  nlohmann::json partition = 0;  // int or "N%"
+  nlohmann::json max_unavailable = 1;
+  nlohmann::json priority_strategy;  // null or {weightPriority | orderPriority}
+  nlohmann::json scatter_strategy;   // null or [{key, value}]
+};
+
+// INVALID_ARGUMENT naming the field for: not an object, no metadata.name, spec not an object,
+// containers not a list of objects with a name and a string image, updateStrategy not an object,
+// type/paused/partition/maxUnavailable of the wrong type or an unparsable percent, a selector
+// that is not a valid label selector, priorityStrategy not an object, scatterStrategy not a list.
+absl::StatusOr<SidecarSetUpgradeTarget> ParseSidecarSetUpgradeTarget(const nlohmann::json& set);
+
+// A SidecarSetMatcher for upgrades: the set's selector and namespace rules without
+// injectionStrategy.paused (which stops injection into new pods, not upgrades).
+SidecarSetMatcher UpgradeMatcher(const nlohmann::json& sidecarset);
+
+enum class SidecarPodState {
+  kNotMatched,  // inactive, or no hash entry for the set: ignored
+  kUpdated,
+  kUpgradable,
+  kNotUpgradable,
+  kMalformed,  // the pod's sidecarset annotations cannot be read: see `problem`
+};
+
+struct SidecarPodInfo {
+  SidecarPodState state = SidecarPodState::kNotMatched;
+  bool ready = false;      // Ready True and not upgrading
+  bool upgrading = false;  // its in-place update for this set is not complete
+  std::string problem;     // kMalformed: why; upgrading: what it waits for
+};
+
+struct SidecarSetUpgradePlan {
+  std::vector<SidecarPodInfo> pods;    // parallel to the input
+  std::vector<size_t> upgrade;         // indices to upgrade now, in order
+  std::vector<size_t> not_upgradable;  // kNotUpgradable pods, input order
+  std::string held;                    // why nothing may be picked ("" when not held)
+  // For status (OpenKruise's): matched, updated, ready, updated and ready.
+  int matched_pods = 0;
+  int updated_pods = 0;
+  int ready_pods = 0;
+  int updated_ready_pods = 0;
+};
+
+// `pods`: the pods the set selects (pointers must not be null). Pods whose annotations are
+// malformed are reported in their SidecarPodInfo and otherwise left out (one bad pod does not stop
+// the rollout). INVALID_ARGUMENT when the strategy's numbers cannot be scaled.
+absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
+    const SidecarSetUpgradeTarget& target, const std::vector<const nlohmann::json*>& pods);
+
+// Classifies one pod (as PlanSidecarSetUpgrade does for each).
+SidecarPodInfo ClassifySidecarPod(const SidecarSetUpgradeTarget& target, const nlohmann::json& pod);
+
+struct SidecarPodPatch {
+  nlohmann::json ops = nlohmann::json::array();  // the JSON patch; empty: send nothing
+  std::vector<std::string> containers;           // containers whose image it changes
+  std::vector<std::string> missing;  // containers of the set the pod lacks (then no ops)
+};
+
+// The patch upgrading `pod` to the set's sidecars (see above); `now` becomes the entries'
+// updateTimestamp (RFC 3339, UTC, seconds). Already updated: empty ops. A pod lacking one of the
+// set's containers is not patched: `missing` names them (writing the new hash would say it runs
+// them). Errors: UNIMPLEMENTED for a hot-upgrade set; INVALID_ARGUMENT for a pod that is not an
+// object, has no metadata.resourceVersion, spec.containers not a list, or unreadable sidecarset
+// annotations; FAILED_PRECONDITION when the pod has no entry for the set or is not upgradable.
+absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTarget& target,
+                                                       const nlohmann::json& pod, absl::Time now);
+
+}  // namespace kruise::manager::sidecarset
