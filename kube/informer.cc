@@ -35,6 +35,21 @@ void StripManagedFields(Json& obj) {
   }
 }
 
+TransformFunc KeepOnlyMetadata(std::vector<std::string> fields) {
+  for (const char* k : {"name", "namespace", "resourceVersion"}) fields.emplace_back(k);
+  return [fields = std::move(fields)](Json& obj) {
+    Json meta = Json::object();
+    if (obj.is_object()) {
+      if (auto m = obj.find("metadata"); m != obj.end() && m->is_object()) {
+        for (const std::string& k : fields) {
+          if (auto v = m->find(k); v != m->end()) meta[k] = std::move(*v);
+        }
+      }
+    }
+    obj = Json{{"metadata", std::move(meta)}};
+  };
+}
+
 namespace {
 
 // The members `keys` of object `from` (those present and not null).

@@ -55,6 +55,10 @@ using TransformFunc = std::function<void(Json& obj)>;
 // Drops metadata.managedFields and the last-applied-configuration annotation: the usual transform.
 void StripManagedFields(Json& obj);
 
+// A transform keeping only metadata.name, namespace, resourceVersion and the metadata `fields`
+// (e.g. {"labels"}): for caches read by selectors or by owner only.
+TransformFunc KeepOnlyMetadata(std::vector<std::string> fields);
+
 // The pod transform for controllers that cache every pod (the manager): StripManagedFields plus
 // the pod fields no controller of ours reads: volumes, tolerations, affinity, security contexts,
 // scheduler settings; per container command/args, env, volume mounts, probes, termination message

@@ -55,6 +55,9 @@ inline Resource ImagePullJobs() {
   return {kKruiseGroup, "v1alpha1", "imagepulljobs", "ImagePullJob", true};
 }
 inline Resource CloneSets() { return {kKruiseGroup, "v1alpha1", "clonesets", "CloneSet", true}; }
+inline Resource SidecarSets() {
+  return {kKruiseGroup, "v1alpha1", "sidecarsets", "SidecarSet", false};
+}
 inline Resource ContainerRecreateRequests() {
   return {kKruiseGroup, "v1alpha1", "containerrecreaterequests", "ContainerRecreateRequest", true};
 }

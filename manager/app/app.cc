@@ -9,6 +9,7 @@
 #include "common/health_server.h"
 #include "common/logging.h"
 #include "common/url.h"
+#include "kube/errors.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
@@ -23,6 +24,7 @@
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
 #include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_webhook.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_webhook.h"
@@ -45,7 +47,8 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
                                webhook::HandlerRegistry* registry,
-                               const std::string& own_namespace) {
+                               const std::string& own_namespace,
+                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators) {
   auto daemon = [&gates] { return gates.Enabled("KruiseDaemon"); };
   auto imagepulljob = [&gates] { return gates.Enabled("ImagePullJobGate"); };
   webhook::RegisterCrrHandlers(registry, pods, daemon);
@@ -54,6 +57,7 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
   std::vector<std::unique_ptr<webhook::PodMutator>> pod_chain;
   pod_chain.push_back(
       std::make_unique<webhook::ReadinessGateInjector>(gates.Enabled("KruisePodReadinessGate")));
+  for (auto& m : pod_mutators) pod_chain.push_back(std::move(m));
   webhook::PodMutatingHandler::Options pod_opts;
   if (!own_namespace.empty()) pod_opts.excluded_namespaces.push_back(own_namespace);
   registry->Register(
@@ -334,7 +338,29 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   // Admission.
   webhook::HandlerRegistry handlers;
   webhook::ApiPodReader pods(client.get());
-  RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name);
+  // SidecarSet injection runs in every replica's pod webhook: the SidecarSets and Namespace labels
+  // it matches against are cached here, not by the leader's controllers.
+  sidecarset::SidecarSetCache sidecarset_cache(cfg.namespace_name);
+  std::vector<std::unique_ptr<kube::Informer>> webhook_informers;
+  std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators;
+  if (gates.Enabled("PodWebhook")) {
+    kube::ListOptions probe;
+    probe.limit = 1;
+    auto served = client->List(kube::resources::SidecarSets(), "", probe);
+    if (!served.ok() && kube::IsNotFound(served.status())) {
+      log->warn("SidecarSet CRD is not served: no sidecar injection");
+    } else {
+      for (auto opts : {sidecarset::SidecarSetInformerOptions(),
+                        sidecarset::NamespaceInformerOptions()}) {
+        webhook_informers.push_back(
+            std::make_unique<kube::Informer>(client.get(), clock, std::move(opts)));
+      }
+      sidecarset_cache.Attach(webhook_informers[0].get(), webhook_informers[1].get());
+      pod_mutators.push_back(
+          std::make_unique<sidecarset::SidecarSetInjector>(&sidecarset_cache, clock));
+    }
+  }
+  RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name, std::move(pod_mutators));
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;
@@ -418,6 +444,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   }
   kube::Manager manager(client.get(), mo);
   manager.AddInformer(&cert_secret);
+  for (auto& informer : webhook_informers) manager.AddInformer(informer.get());
   manager.Add(&webhook_runnable);
   manager.AddGate(&webhook_ready);
 

@@ -27,6 +27,7 @@
 #include "manager/controller_group.h"
 #include "manager/webhook/admission.h"
 #include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/pod_webhook.h"
 
 namespace kruise::manager {
 
@@ -36,10 +37,12 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 // The admission handlers of this binary (each behind its feature gate): ContainerRecreateRequest
 // (KruiseDaemon) and ImagePullJob defaulting/validation (ImagePullJobGate), on OpenKruise's
 // versioned and version-less paths; the pod webhook /mutate-pod (PodWebhook), which never
-// mutates pods in kube-system or `own_namespace`.
+// mutates pods in kube-system or `own_namespace`; `pod_mutators` (SidecarSet injection) run in
+// its chain after the readiness gate.
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
                                webhook::HandlerRegistry* registry,
-                               const std::string& own_namespace = "");
+                               const std::string& own_namespace = "",
+                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators = {});
 
 // Runs until `stop` (returns 0) or a fatal error (logged; returns 1).
 int RunManager(const ManagerConfig& config, std::stop_token stop);

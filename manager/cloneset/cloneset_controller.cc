@@ -1093,20 +1093,6 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
 
 // ---- Controller group -------------------------------------------------------------------------
 
-namespace {
-
-void LabelsOnly(Json& obj) {
-  Json meta = Json::object();
-  if (const Json* m = kube::Field(obj, "metadata"); m != nullptr && m->is_object()) {
-    for (const char* k : {"name", "resourceVersion", "labels"}) {
-      if (m->contains(k)) meta[k] = (*m)[k];
-    }
-  }
-  obj = Json{{"metadata", std::move(meta)}};
-}
-
-}  // namespace
-
 std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   std::vector<kube::InformerOptions> out(5);
   out[0].resource = res::CloneSets();
@@ -1118,7 +1104,7 @@ std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   out[3].label_selector = kInstanceIdLabel;
   out[3].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
   out[4].resource = res::Nodes();
-  out[4].transform = LabelsOnly;
+  out[4].transform = kube::KeepOnlyMetadata({"labels"});
   return out;
 }
 
@@ -1127,16 +1113,7 @@ kube::InformerOptions ImagePullJobInformerOptions() {
   o.resource = res::ImagePullJobs();
   o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
   // Only what deleting a CloneSet's jobs needs.
-  o.transform = [](Json& job) {
-    Json meta = Json::object();
-    if (const Json* m = kube::Field(job, "metadata"); m != nullptr && m->is_object()) {
-      for (const char* k : {"name", "namespace", "uid", "resourceVersion", "ownerReferences",
-                            "deletionTimestamp"}) {
-        if (m->contains(k)) meta[k] = (*m)[k];
-      }
-    }
-    job = Json{{"metadata", std::move(meta)}};
-  };
+  o.transform = kube::KeepOnlyMetadata({"uid", "ownerReferences", "deletionTimestamp"});
   return o;
 }
 

@@ -41,7 +41,8 @@ bool ReadinessGateInjector::Applies(const AdmissionRequest& request, const Json&
   return !HasReadinessGate(pod, kKruisePodReadyCondition);
 }
 
-absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest&, Json* pod) const {
+absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest&, Json* pod,
+                                           std::vector<std::string>*) const {
   if (HasReadinessGate(*pod, kKruisePodReadyCondition)) return absl::OkStatus();
   Json& spec = (*pod)["spec"];
   if (!spec.is_object()) return absl::InvalidArgumentError("pod spec is not an object");
@@ -71,13 +72,16 @@ AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
   }
   if (todo.empty()) return Allowed();
   Json mutated = pod;
+  std::vector<std::string> warnings;
   for (const PodMutator* m : todo) {
-    absl::Status st = m->Mutate(request, &mutated);
+    absl::Status st = m->Mutate(request, &mutated, &warnings);
     if (!st.ok()) {
       return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
     }
   }
-  return PatchResponse(pod, mutated);
+  AdmissionResponse response = PatchResponse(pod, mutated);
+  response.warnings = std::move(warnings);
+  return response;
 }
 
 }  // namespace kruise::manager::webhook

@@ -38,8 +38,10 @@ class PodMutator {
   // Cheap test on the unmodified pod: does Mutate have anything to do?
   virtual bool Applies(const AdmissionRequest& request, const Json& pod) const = 0;
   // Edits `pod` (a copy, possibly already edited by earlier mutators). An error denies the pod
-  // with its message; keep errors for input the pod's author must fix.
-  virtual absl::Status Mutate(const AdmissionRequest& request, Json* pod) const = 0;
+  // with its message; keep errors for input the pod's author must fix. Lines appended to
+  // `warnings` reach the client as admission warnings (kubectl prints them).
+  virtual absl::Status Mutate(const AdmissionRequest& request, Json* pod,
+                              std::vector<std::string>* warnings) const = 0;
 };
 
 // Adds readiness gate KruisePodReady to pods controlled by an apps.kruise.io workload, or to
@@ -49,7 +51,8 @@ class ReadinessGateInjector final : public PodMutator {
   explicit ReadinessGateInjector(bool all_pods) : all_pods_(all_pods) {}
   absl::string_view Name() const override { return "readiness-gate"; }
   bool Applies(const AdmissionRequest& request, const Json& pod) const override;
-  absl::Status Mutate(const AdmissionRequest& request, Json* pod) const override;
+  absl::Status Mutate(const AdmissionRequest& request, Json* pod,
+                      std::vector<std::string>* warnings) const override;
 
  private:
   bool all_pods_;

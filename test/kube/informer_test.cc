@@ -360,6 +360,18 @@ void CompactPodTransform(Json& pod) {
   }
 }
 
+TEST(TransformTest, KeepOnlyMetadataKeepsIdentityAndTheNamedFields) {
+  Json ns = Json::parse(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a",
+    "resourceVersion":"7","uid":"u1","labels":{"env":"prod"},"annotations":{"a":"b"}},
+    "spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}})");
+  KeepOnlyMetadata({"labels"})(ns);
+  EXPECT_EQ(ns, Json::parse(R"({"metadata":{"name":"team-a","resourceVersion":"7",
+    "labels":{"env":"prod"}}})"));
+  Json odd = Json::array();  // never throws on what is not an object
+  KeepOnlyMetadata({"labels"})(odd);
+  EXPECT_EQ(odd, Json::parse(R"({"metadata":{}})"));
+}
+
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
 // Measures the cache cost per object (reported by the test): bytes of the encoded form and heap

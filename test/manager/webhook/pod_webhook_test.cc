@@ -145,7 +145,8 @@ class LabelMutator final : public PodMutator {
       : key_(std::move(key)), seen_(seen) {}
   absl::string_view Name() const override { return key_; }
   bool Applies(const AdmissionRequest&, const Json&) const override { return true; }
-  absl::Status Mutate(const AdmissionRequest&, Json* pod) const override {
+  absl::Status Mutate(const AdmissionRequest&, Json* pod,
+                      std::vector<std::string>*) const override {
     Json& labels = (*pod)["metadata"]["labels"];
     if (labels.is_null()) labels = Json::object();
     std::string keys;
