@@ -134,6 +134,13 @@ void CompactPodForManager(Json& pod) {
       }
     }
   }
+  if (!full && meta != pod.end() && meta->is_object()) {
+    // A pod with injected sidecars is the SidecarSet controller's to upgrade, whoever owns it.
+    if (const Json* list = FindPath(*meta, {"annotations", "kruise.io/sidecarset-injected-list"});
+        list != nullptr && list->is_string() && !list->get_ref<const std::string&>().empty()) {
+      full = true;
+    }
+  }
   if (full) {
     CompactPodForWorkloads(pod);
     return;

@@ -74,8 +74,10 @@ void CompactPodForControllers(Json& pod);
 // message).
 void CompactPodForWorkloads(Json& pod);
 // The transform of kruise-manager's one pod cache, shared by its controllers: pods whose controller
-// is a Kruise workload (apps.kruise.io CloneSet, StatefulSet, DaemonSet) or that have no controller
-// (adoption candidates) as CompactPodForWorkloads keeps them; any other pod reduced to what
+// is a Kruise workload (apps.kruise.io CloneSet, StatefulSet, DaemonSet), that have no controller
+// (adoption candidates) or that carry injected sidecars (annotation
+// kruise.io/sidecarset-injected-list, for the SidecarSet controller) as CompactPodForWorkloads
+// keeps them; any other pod reduced to what
 // selectors need: metadata name, namespace, uid, resourceVersion, labels and deletionTimestamp,
 // spec.nodeName, status.phase, and as ownerReferences only [{controller: true, kind}] (so
 // kube::ControllerOf, which wants complete references, finds none: use HasController).

@@ -448,6 +448,18 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
   EXPECT_TRUE(HasController(compact));
   EXPECT_FALSE(ControllerOf(compact).has_value());  // incomplete on purpose
   EXPECT_TRUE(ControllerUidIndexFunc()(compact).empty());
+
+  // The same pod with injected sidecars keeps what the SidecarSet controller reads.
+  Json injected = pod;
+  injected["metadata"]["annotations"]["kruise.io/sidecarset-injected-list"] = "logging";
+  CompactPodForManager(injected);
+  EXPECT_EQ(injected["metadata"]["annotations"]["kruise.io/sidecarset-injected-list"], "logging");
+  EXPECT_EQ(injected["spec"]["containers"][0], Json({{"name", "c"}, {"image", "i"}}));
+  EXPECT_EQ(injected["metadata"]["ownerReferences"][0]["name"], "rs");
+  Json empty_list = pod;
+  empty_list["metadata"]["annotations"]["kruise.io/sidecarset-injected-list"] = "";
+  CompactPodForManager(empty_list);
+  EXPECT_FALSE(empty_list["spec"].contains("containers"));
 }
 
 TEST(CompactPodForManagerTest, KruiseWorkloadPodsKeepWhatTheirControllersRead) {
