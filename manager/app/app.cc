@@ -23,6 +23,7 @@
 #include "manager/imagepull/nodeimage_admission.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
+#include "manager/sidecarset/sidecarset_controller.h"
 #include "manager/sidecarset/sidecarset_inject.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "manager/webhook/cert_manager.h"
@@ -42,6 +43,7 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
   groups.push_back(NewImagePullControllerGroup(imagepull));  // NodeImage + ImagePullJob
   groups.push_back(crr::NewCrrControllerGroup());            // ContainerRecreateRequest
   groups.push_back(cloneset::NewCloneSetControllerGroup());  // CloneSet
+  groups.push_back(sidecarset::NewSidecarSetControllerGroup());  // SidecarSet
   return groups;
 }
 

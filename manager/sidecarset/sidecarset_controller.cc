@@ -1,0 +1,270 @@
+#include "manager/sidecarset/sidecarset_controller.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kube/errors.h"
+#include "kube/object.h"
+#include "kube/resources.h"
+#include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_upgrade.h"
+#include "manager/sidecarset/sidecarset_webhook.h"
+
+namespace kruise::manager::sidecarset {
+
+namespace res = kube::resources;
+using Json = nlohmann::json;
+
+std::vector<kube::Request> SidecarSetsOfPod(const Json& pod) {
+  std::vector<kube::Request> out;
+  const Json* list =
+      kube::FindPath(pod, {"metadata", "annotations", kSidecarSetInjectedListAnnotation});
+  if (list == nullptr || !list->is_string()) return out;
+  for (absl::string_view name :
+       absl::StrSplit(list->get_ref<const std::string&>(), ',', absl::SkipWhitespace())) {
+    out.push_back({"", std::string(absl::StripAsciiWhitespace(name))});
+  }
+  return out;
+}
+
+SidecarSetReconciler::SidecarSetReconciler(kube::KubeClient* client, SidecarSetInformers informers,
+                                           kube::EventRecorder* recorder,
+                                           SidecarSetReconcilerOptions opts)
+    : client_(client),
+      inf_(informers),
+      recorder_(recorder),
+      opts_(std::move(opts)),
+      rv_expectations_(opts_.clock) {}
+
+void SidecarSetReconciler::ObserveThrough(kube::Informer* pods) {
+  kube::ResourceEventHandler h;
+  h.on_delete = [this](const Json& pod, bool) {
+    rv_expectations_.Delete(kube::NamespacedName(pod));
+  };
+  pods->AddEventHandler(std::move(h));
+}
+
+void SidecarSetReconciler::Event(const Json& set, bool warning, const std::string& reason,
+                                 const std::string& message) {
+  if (recorder_ != nullptr) {
+    recorder_->Event(set, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
+                     message);
+  }
+}
+
+bool SidecarSetReconciler::FirstReport(const std::string& set, const std::string& hash,
+                                       const std::string& pod_uid) {
+  absl::MutexLock lock(&mu_);
+  auto& [seen_hash, pods] = reported_[set];
+  if (seen_hash != hash) {
+    seen_hash = hash;
+    pods.clear();
+  }
+  return pods.insert(pod_uid).second;
+}
+
+absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json& ops) {
+  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
+                               kube::PatchType::kJson, ops);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
+    // bad patch by looking at the pod now.
+    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
+    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
+      return absl::AbortedError(
+          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; requeued"));
+    }
+  }
+  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
+  return patched;
+}
+
+absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request& req) {
+  auto cached = inf_.sidecarsets->store().Get("", req.name);
+  if (cached == nullptr) {
+    absl::MutexLock lock(&mu_);
+    reported_.erase(req.name);
+    return kube::Result{};
+  }
+  const Json& set = *cached;
+  if (kube::IsBeingDeleted(set)) return kube::Result{};
+  auto target = ParseSidecarSetUpgradeTarget(set);
+  if (!target.ok()) {
+    Event(set, true, "InvalidSpec", std::string(target.status().message()));
+    return kube::TerminalError(target.status());
+  }
+
+  // 1. Candidates: pods that name the set in their injected list and that it still selects.
+  std::vector<std::shared_ptr<const Json>> cached_pods;
+  if (const std::string ns = kube::GetString(set, {"spec", "namespace"}).value_or("");
+      !ns.empty()) {
+    ASSIGN_OR_RETURN(cached_pods, inf_.pods->store().ByIndex(kube::kNamespaceIndex, ns));
+  } else {
+    cached_pods = inf_.pods->store().List();
+  }
+  const SidecarSetMatcher matcher = UpgradeMatcher(set);
+  std::vector<std::shared_ptr<const Json>> pods;
+  std::vector<const Json*> ptrs;
+  for (auto& p : cached_pods) {
+    bool listed = false;
+    for (const kube::Request& r : SidecarSetsOfPod(*p)) listed |= r.name == target->name;
+    if (!listed) continue;
+    const PodFacts facts = PodFacts::Of(*p, opts_.manager_namespace);
+    std::shared_ptr<const Json> ns_obj;
+    if (inf_.namespaces != nullptr) ns_obj = inf_.namespaces->store().Get("", facts.namespace_);
+    if (!matcher.Matches(facts, ns_obj.get())) continue;
+    // 2. A pod we patched must be in the cache as patched before we plan again.
+    if (!rv_expectations_.SatisfiedByCache(*p)) return kube::Result{opts_.expectation_recheck};
+    ptrs.push_back(p.get());
+    pods.push_back(std::move(p));
+  }
+
+  // 3. Plan and status.
+  auto planned = PlanSidecarSetUpgrade(*target, ptrs);
+  if (!planned.ok()) {
+    Event(set, true, "InvalidSpec", std::string(planned.status().message()));
+    return kube::TerminalError(planned.status());
+  }
+  const SidecarSetUpgradePlan& plan = *planned;
+  Json status = {{"observedGeneration", kube::Generation(set)},
+                 {"matchedPods", plan.matched_pods},
+                 {"updatedPods", plan.updated_pods},
+                 {"readyPods", plan.ready_pods},
+                 {"updatedReadyPods", plan.updated_ready_pods}};
+  const Json* old = kube::FindPath(set, {"status"});
+  bool changed = old == nullptr || !old->is_object();
+  for (auto it = status.begin(); !changed && it != status.end(); ++it) {
+    changed = !old->contains(it.key()) || (*old)[it.key()] != it.value();
+  }
+  if (changed) {
+    auto st = client_->Patch(res::SidecarSets(), "", target->name, kube::PatchType::kMerge,
+                             {{"status", status}}, "status");
+    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  }
+  bool upgrading = false;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    upgrading |= plan.pods[i].upgrading;
+    if (plan.pods[i].state == SidecarPodState::kMalformed) {
+      Logger("sidecarset")
+          ->debug("{}: pod {} skipped: {}", target->name, kube::NamespacedName(*pods[i]),
+                  plan.pods[i].problem);
+    }
+  }
+
+  // 4. Not upgradable pods: one event each per set hash.
+  for (size_t i : plan.not_upgradable) {
+    if (!FirstReport(target->name, target->hash, kube::Uid(*pods[i]))) continue;
+    Event(set, false, "NotUpgradablePods",
+          absl::StrCat("SidecarSet in-place update detected pod ", kube::NamespacedName(*pods[i]),
+                       " not upgradable: more than sidecar images changed since it was injected "
+                       "(applies to new pods only); skipping it"));
+  }
+
+  // 5. Upgrade the pods picked, each guarded by its resourceVersion.
+  const absl::Time now = opts_.clock->Now();
+  std::vector<std::string> upgraded;
+  std::set<std::string> containers;
+  absl::Status failure = absl::OkStatus();
+  for (size_t i : plan.upgrade) {
+    const Json& pod = *pods[i];
+    auto patch = SidecarPodUpgradePatch(*target, pod, now);
+    if (!patch.ok() || !patch->missing.empty()) {
+      const std::string why = patch.ok() ? absl::StrCat("it lacks sidecar container(s) ",
+                                                        absl::StrJoin(patch->missing, ", "))
+                                         : std::string(patch.status().message());
+      Event(set, true, "FailedUpgradePod",
+            absl::StrCat("cannot upgrade pod ", kube::NamespacedName(pod), ": ", why));
+      continue;  // one bad pod does not stop the rollout
+    }
+    if (patch->ops.empty()) continue;
+    auto patched = PatchPod(pod, patch->ops);
+    if (!patched.ok()) {
+      if (kube::IsNotFound(patched.status())) continue;
+      failure = patched.status();
+      if (!kube::IsConflict(failure)) {
+        Event(set, true, "FailedUpgradePod",
+              absl::StrCat("failed to upgrade pod ", kube::NamespacedName(pod), ": ",
+                           failure.message()));
+      }
+      break;  // the plan was made on what is now stale: plan again
+    }
+    upgraded.push_back(kube::NamespacedName(pod));
+    containers.insert(patch->containers.begin(), patch->containers.end());
+  }
+  if (!upgraded.empty()) {
+    Event(set, false, "UpgradedPods",
+          absl::StrCat("upgraded sidecar(s) ", absl::StrJoin(containers, ", "),
+                       " in place in pod(s) ", absl::StrJoin(upgraded, ", ")));
+  }
+  if (!failure.ok()) {
+    if (kube::IsConflict(failure)) return kube::Result{absl::Seconds(1)};
+    return failure;
+  }
+  // 6. Mid-upgrade: container restarts are pod events; the requeue is the fallback.
+  if (upgrading || !upgraded.empty()) return kube::Result{opts_.upgrading_recheck};
+  return kube::Result{};
+}
+
+// ---- Controller group -------------------------------------------------------------------------
+
+namespace {
+
+class SidecarSetGroup : public ControllerGroup {
+ public:
+  std::string Name() const override { return "sidecarset"; }
+
+  absl::Status Register(const ControllerContext& ctx) override {
+    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
+      return absl::InvalidArgumentError("sidecarset controller needs a client, manager and clock");
+    }
+    kube::ListOptions probe;
+    probe.limit = 1;
+    auto served = ctx.client->List(res::SidecarSets(), "", probe);
+    if (!served.ok() && kube::IsNotFound(served.status())) {
+      Logger("sidecarset")->warn("SidecarSet CRD is not served: SidecarSet controller off");
+      return absl::OkStatus();
+    }
+    auto make = [&](kube::InformerOptions o) {
+      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
+      ctx.manager->AddInformer(informers_.back().get());
+      return informers_.back().get();
+    };
+    SidecarSetInformers inf;
+    inf.sidecarsets = make(SidecarSetInformerOptions());
+    inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(SharedInformers::PodOptions());
+    inf.namespaces = make(NamespaceInformerOptions());
+
+    SidecarSetReconcilerOptions ro;
+    ro.clock = ctx.clock;
+    ro.manager_namespace = ctx.namespace_name;
+    reconciler_ = std::make_unique<SidecarSetReconciler>(ctx.client, inf, ctx.recorder, ro);
+    reconciler_->ObserveThrough(inf.pods);
+    kube::ControllerOptions co;
+    co.clock = ctx.clock;
+    co.workers = ctx.workers("sidecarset", 3);
+    controller_ = std::make_unique<kube::Controller>("sidecarset", reconciler_.get(), co);
+    controller_->Watch(inf.sidecarsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.pods, kube::EnqueueMapped(SidecarSetsOfPod),
+                       {kube::ResourceVersionChanged()});
+    ctx.manager->Add(controller_.get());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<SidecarSetReconciler> reconciler_;
+  std::unique_ptr<kube::Controller> controller_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerGroup> NewSidecarSetControllerGroup() {
+  return std::make_unique<SidecarSetGroup>();
+}
+
+}  // namespace kruise::manager::sidecarset

@@ -1,0 +1,103 @@
+#pragma once
+
+// The SidecarSet controller (leader only, issue 15): a thin loop around the cold-upgrade planner of
+// sidecarset_upgrade.h, after OpenKruise's pkg/controller/sidecarset (sidecarset_processor.go).
+//
+// One reconcile of a SidecarSet (cluster-scoped):
+//   1. candidate pods from the shared pod cache (SharedInformers::Pods(); the namespace index
+//      when spec.namespace is set, else every pod), kept when UpgradeMatcher matches them (the
+//      Namespace's labels from the controller's namespace cache) and their
+//      kruise.io/sidecarset-injected-list names the set;
+//   2. waits while a pod it patched is older in the cache than the patch
+//      (ResourceVersionExpectations; the pod's event brings the set back, the requeue is a
+//      fallback): a stale cache would show that pod as old and ready, and the planner would spend
+//      the maxUnavailable budget on another pod;
+//   3. plans (PlanSidecarSetUpgrade) and writes status {observedGeneration, matchedPods,
+//      updatedPods, readyPods, updatedReadyPods} (merge patch of the status subresource, only when
+//      a value changed). latestRevision is not written: no ControllerRevision history is kept
+//      (the planner only reads status.latestRevision);
+//   4. records event NotUpgradablePods (OpenKruise's reason) once per not-upgradable pod and set
+//      hash (remembered in memory: a reconcile per pod event must not repeat it);
+//   5. patches each pod picked with SidecarPodUpgradePatch, a JSON patch whose first op is a
+//      `test` of metadata.resourceVersion: a pod changed since the cache saw it is refused by the
+//      API server (422; told from a bad patch by re-reading the pod) and the set is requeued, so a
+//      stale cache can never patch a pod twice or over someone else's change. No blind retry.
+//      One event UpgradedPods per batch patched (our reason: OpenKruise only logs);
+//   6. requeues after `upgrading_recheck` while a pod is mid-upgrade (its container restart is a
+//      pod event that normally brings the set back first).
+//
+// Not here: pod condition SidecarSetUpgradable, hot upgrade (the planner holds such sets),
+// ControllerRevisions / latestRevision / collisionCount, image pre-download, re-queueing sets when
+// a Namespace's labels change (the next pod or set event re-reads them).
+//
+// Thread-safety: Reconcile may run concurrently for different SidecarSets.
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "kube/client.h"
+#include "kube/controller.h"
+#include "kube/event_recorder.h"
+#include "kube/expectations.h"
+#include "kube/informer.h"
+#include "manager/controller_group.h"
+
+namespace kruise::manager::sidecarset {
+
+struct SidecarSetReconcilerOptions {
+  Clock* clock = Clock::Real();
+  std::string manager_namespace = "kruise-system";  // never matched (nor kube-system)
+  // Fallback re-check while waiting for the cache to show a patch (events come back sooner).
+  absl::Duration expectation_recheck = absl::Seconds(10);
+  // Re-check while pods are mid-upgrade (OpenKruise: 1 s in the same situation).
+  absl::Duration upgrading_recheck = absl::Seconds(2);
+};
+
+struct SidecarSetInformers {
+  kube::Informer* sidecarsets = nullptr;  // SidecarSetInformerOptions() (sidecarset_webhook.h)
+  kube::Informer* pods = nullptr;         // SharedInformers::PodOptions()
+  kube::Informer* namespaces = nullptr;   // NamespaceInformerOptions(); may be null
+};
+
+class SidecarSetReconciler final : public kube::Reconciler {
+ public:
+  // Everything given must outlive the reconciler. `recorder` may be null.
+  SidecarSetReconciler(kube::KubeClient* client, SidecarSetInformers informers,
+                       kube::EventRecorder* recorder, SidecarSetReconcilerOptions opts);
+  absl::StatusOr<kube::Result> Reconcile(const kube::Request& req) override;
+  // Forgets the expectations of pods deleted from `pods` (the pod informer). Before it starts.
+  void ObserveThrough(kube::Informer* pods);
+
+ private:
+  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops);
+  void Event(const kube::Json& set, bool warning, const std::string& reason,
+             const std::string& message);
+  // True the first time `pod_uid` is reported not upgradable for `set` at `hash`.
+  bool FirstReport(const std::string& set, const std::string& hash, const std::string& pod_uid);
+
+  kube::KubeClient* const client_;
+  const SidecarSetInformers inf_;
+  kube::EventRecorder* const recorder_;
+  const SidecarSetReconcilerOptions opts_;
+  kube::ResourceVersionExpectations rv_expectations_;
+  absl::Mutex mu_;
+  // set name -> (hash, pod uids already reported not upgradable at that hash).
+  std::map<std::string, std::pair<std::string, std::set<std::string>>> reported_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// The SidecarSets an informer event of `pod` concerns: its kruise.io/sidecarset-injected-list.
+std::vector<kube::Request> SidecarSetsOfPod(const kube::Json& pod);
+
+// The "sidecarset" controller group: informers for SidecarSets and Namespace labels, the shared
+// pod cache, the reconciler and a kube::Controller with --sidecarset-workers (default 3). A no-op
+// (with a warning) when the SidecarSet CRD is not served.
+std::unique_ptr<ControllerGroup> NewSidecarSetControllerGroup();
+
+}  // namespace kruise::manager::sidecarset

@@ -1,0 +1,368 @@
+// SidecarSet controller against the fake API server: real REST client, informers and event
+// recorder, fake clock; the test plays the kubelet (a sidecar whose image changed restarts with a
+// new container ID) and calls Reconcile itself, so every step is deterministic.
+//
+// The pods are owned by a ReplicaSet (not a Kruise workload), as a Deployment's pods with sidecars
+// are: the shared pod cache keeps them whole because of kruise.io/sidecarset-injected-list.
+
+#include "manager/sidecarset/sidecarset_controller.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "kube/object.h"
+#include "kube/rest_client.h"
+#include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_upgrade.h"
+#include "manager/sidecarset/sidecarset_webhook.h"
+#include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/fake_clock.h"
+
+namespace kruise::manager::sidecarset {
+namespace controller_test {
+
+using kube::Json;
+constexpr char kSets[] = "sidecarsets.apps.kruise.io";
+constexpr char kNs[] = "team";
+
+class SidecarSetControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    testing::FakeApiServerOptions so;
+    so.clock = &clock_;
+    server_ = std::make_unique<testing::FakeApiServer>(so);
+    ASSERT_TRUE(server_->Start().ok());
+    kube::RestConfig cfg;
+    cfg.host = server_->base_url();
+    cfg.qps = 0;
+    auto client = kube::RestKubeClient::Create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    for (kube::InformerOptions o :
+         {SidecarSetInformerOptions(), SharedInformers::PodOptions(), NamespaceInformerOptions()}) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+    }
+    kube::EventRecorderOptions eo;
+    eo.clock = &clock_;
+    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    SidecarSetReconcilerOptions ro;
+    ro.clock = &clock_;
+    reconciler_ = std::make_unique<SidecarSetReconciler>(
+        client_.get(),
+        SidecarSetInformers{informers_[0].get(), informers_[1].get(), informers_[2].get()},
+        recorder_.get(), ro);
+    reconciler_->ObserveThrough(informers_[1].get());
+    for (auto& i : informers_) i->Start();
+    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+  }
+
+  void TearDown() override {
+    recorder_.reset();
+    for (auto& i : informers_) i->RequestStop();
+    for (auto& i : informers_) i->Stop();
+  }
+
+  // SidecarSet "log-set": sidecar "log" into pods labelled app=web of namespace team.
+  static Json MakeSet(const std::string& image, const Json& strategy) {
+    return {{"apiVersion", "apps.kruise.io/v1alpha1"},
+            {"kind", "SidecarSet"},
+            {"metadata", {{"name", "log-set"}}},
+            {"spec",
+             {{"selector", {{"matchLabels", {{"app", "web"}}}}},
+              {"containers", {{{"name", "log"}, {"image", image}}}},
+              {"updateStrategy", strategy}}}};
+  }
+
+  // The set (image fluentd:1) and `n` running, ready pods web-0.. it was injected into.
+  void CreateSetAndPods(int n, const Json& strategy = {{"maxUnavailable", 1}}) {
+    Json set = MakeSet("fluentd:1", strategy);
+    ASSERT_TRUE(server_->Seed(kSets, set).ok());
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "web-" + std::to_string(i);
+      Json pod = {{"apiVersion", "v1"},
+                  {"kind", "Pod"},
+                  {"metadata",
+                   {{"name", name},
+                    {"namespace", kNs},
+                    {"labels", {{"app", "web"}}},
+                    {"ownerReferences",
+                     {{{"apiVersion", "apps/v1"},
+                       {"kind", "ReplicaSet"},
+                       {"name", "web-rs"},
+                       {"uid", "rs-uid"},
+                       {"controller", true}}}}}},
+                  {"spec", {{"containers", {{{"name", "app"}, {"image", "nginx:1"}}}}}}};
+      auto injected = InjectSidecars(&pod, {set}, clock_.Now());
+      ASSERT_TRUE(injected.ok()) << injected.status();
+      pod["spec"]["nodeName"] = "node-a";
+      Json statuses = Json::array();
+      for (const Json& c : pod["spec"]["containers"]) {
+        const std::string cname = c["name"];
+        statuses.push_back({{"name", cname},
+                            {"image", c["image"]},
+                            {"imageID", "sha256:" + cname},
+                            {"containerID", "containerd://" + name + "-" + cname + "-0"},
+                            {"restartCount", 0},
+                            {"ready", true},
+                            {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}});
+      }
+      pod["status"] = {{"phase", "Running"},
+                       {"conditions",
+                        {{{"type", "Ready"},
+                          {"status", "True"},
+                          {"lastTransitionTime", "2020-01-01T00:00:00Z"}}}},
+                       {"containerStatuses", statuses}};
+      ASSERT_TRUE(server_->Seed("pods", pod).ok());
+    }
+  }
+
+  void PatchSetSpec(const Json& spec_patch) {
+    Json set = *server_->Get(kSets, "", "log-set");
+    set["spec"].merge_patch(spec_patch);
+    set["metadata"]["generation"] = kube::Generation(set) + 1;
+    ASSERT_TRUE(server_->Put(kSets, set).ok());
+  }
+
+  // The kubelet: restarts every container whose spec image differs from its status.
+  void RestartChanged(const std::string& name) {
+    Json pod = *server_->Get("pods", kNs, name);
+    clock_.Advance(absl::Seconds(2));
+    for (Json& cs : pod["status"]["containerStatuses"]) {
+      for (const Json& c : pod["spec"]["containers"]) {
+        if (c["name"] != cs["name"] || c["image"] == cs["image"]) continue;
+        cs["image"] = c["image"];
+        cs["restartCount"] = cs["restartCount"].get<int>() + 1;
+        cs["containerID"] = "containerd://" + name + "-" + cs["name"].get<std::string>() + "-" +
+                            std::to_string(cs["restartCount"].get<int>());
+        cs["state"] = {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}};
+      }
+    }
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+
+  // Waits until the SidecarSet and pod caches hold what the server holds.
+  void Sync() {
+    const char* names[] = {kSets, "pods"};
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      bool same = true;
+      for (int i = 0; i < 2 && same; ++i) {
+        std::vector<Json> objs = server_->List(names[i]);
+        for (const Json& o : objs) {
+          auto cached = informers_[i]->store().Get(kube::StoreKey(o));
+          if (cached == nullptr || kube::ResourceVersion(*cached) != kube::ResourceVersion(o)) {
+            same = false;
+          }
+        }
+        if (informers_[i]->store().size() != objs.size()) same = false;
+        if (!informers_[i]->HandlersCaughtUp()) same = false;
+      }
+      if (same) return;
+      absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
+    }
+    FAIL() << "informers did not catch up";
+  }
+
+  kube::Result Reconcile(bool sync = true) {
+    if (sync) Sync();
+    auto r = reconciler_->Reconcile({"", "log-set"});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : kube::Result{};
+  }
+
+  // Names of the pods whose sidecar runs `image` in their spec.
+  std::vector<std::string> PodsAt(const std::string& image) {
+    std::vector<std::string> out;
+    for (const Json& p : server_->List("pods", kNs)) {
+      for (const Json& c : p["spec"]["containers"]) {
+        if (c["name"] == "log" && c["image"] == image) out.push_back(kube::Name(p));
+      }
+    }
+    return out;
+  }
+
+  Json Status() { return (*server_->Get(kSets, "", "log-set"))["status"]; }
+
+  // Events with `reason` (after the recorder wrote what it had).
+  std::vector<Json> Events(const std::string& reason) {
+    EXPECT_TRUE(recorder_->WaitIdle(absl::Seconds(10)));
+    std::vector<Json> out;
+    for (const Json& e : server_->List("events")) {
+      if (e.value("reason", "") == reason) out.push_back(e);
+    }
+    return out;
+  }
+
+  int64_t PodPatches() { return server_->RequestCount("PATCH", "/pods/"); }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<testing::FakeApiServer> server_;
+  std::unique_ptr<kube::RestKubeClient> client_;
+  std::vector<std::unique_ptr<kube::Informer>> informers_;  // sets, pods, namespaces
+  std::unique_ptr<kube::EventRecorder> recorder_;
+  std::unique_ptr<SidecarSetReconciler> reconciler_;
+};
+
+TEST_F(SidecarSetControllerTest, ImageChangeUpgradesOnePodAtATime) {
+  CreateSetAndPods(3);
+  EXPECT_EQ(Reconcile().requeue_after, absl::ZeroDuration());
+  Json status = Status();
+  EXPECT_EQ(status["observedGeneration"], 1);
+  EXPECT_EQ(status["matchedPods"], 3);
+  EXPECT_EQ(status["updatedPods"], 3);
+  EXPECT_EQ(status["readyPods"], 3);
+  EXPECT_EQ(status["updatedReadyPods"], 3);
+  EXPECT_FALSE(status.contains("latestRevision"));
+  EXPECT_EQ(PodPatches(), 0);
+
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  std::vector<std::string> order;
+  for (int round = 1; round <= 3; ++round) {
+    EXPECT_GT(Reconcile().requeue_after, absl::ZeroDuration());
+    std::vector<std::string> upgraded = PodsAt("fluentd:2");
+    ASSERT_EQ(upgraded.size(), static_cast<size_t>(round)) << "round " << round;
+    std::string picked;
+    for (const std::string& n : upgraded) {
+      if (std::find(order.begin(), order.end(), n) == order.end()) picked = n;
+    }
+    order.push_back(picked);
+    Json pod = *server_->Get("pods", kNs, picked);
+    EXPECT_TRUE(kube::Annotations(pod).count(kSidecarSetInPlaceUpdateStateAnnotation));
+    // Mid-upgrade (the kubelet has not restarted it): nobody else is picked.
+    EXPECT_GT(Reconcile().requeue_after, absl::ZeroDuration());
+    EXPECT_EQ(PodsAt("fluentd:2").size(), static_cast<size_t>(round));
+    status = Status();
+    EXPECT_EQ(status["observedGeneration"], 2);
+    EXPECT_EQ(status["updatedPods"], round);
+    EXPECT_EQ(status["readyPods"], 2);  // the upgrading pod is not ready
+    EXPECT_EQ(status["updatedReadyPods"], round - 1);
+    RestartChanged(picked);
+  }
+  EXPECT_EQ(PodPatches(), 3);
+  EXPECT_EQ(Reconcile().requeue_after, absl::ZeroDuration());
+  status = Status();
+  EXPECT_EQ(status["matchedPods"], 3);
+  EXPECT_EQ(status["updatedPods"], 3);
+  EXPECT_EQ(status["readyPods"], 3);
+  EXPECT_EQ(status["updatedReadyPods"], 3);
+  EXPECT_EQ(PodPatches(), 3);
+  EXPECT_EQ(Events("UpgradedPods").size(), 3u);
+  EXPECT_THAT(Events("NotUpgradablePods"), ::testing::IsEmpty());
+}
+
+TEST_F(SidecarSetControllerTest, PartitionKeepsPodsAtTheOldVersion) {
+  CreateSetAndPods(3, {{"partition", 2}, {"maxUnavailable", 3}});
+  Reconcile();
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  Reconcile();
+  std::vector<std::string> upgraded = PodsAt("fluentd:2");
+  ASSERT_EQ(upgraded.size(), 1u);
+  RestartChanged(upgraded[0]);
+  EXPECT_EQ(Reconcile().requeue_after, absl::ZeroDuration());
+  EXPECT_EQ(PodsAt("fluentd:2").size(), 1u);
+  EXPECT_EQ(PodsAt("fluentd:1").size(), 2u);
+  Json status = Status();
+  EXPECT_EQ(status["matchedPods"], 3);
+  EXPECT_EQ(status["updatedPods"], 1);
+  EXPECT_EQ(status["updatedReadyPods"], 1);
+  EXPECT_EQ(status["readyPods"], 3);
+}
+
+TEST_F(SidecarSetControllerTest, NonImageChangeUpgradesNothingAndReportsEachPodOnce) {
+  CreateSetAndPods(3);
+  // A pod injected by the set whose labels no longer match is not the set's.
+  Json stray = *server_->Get("pods", kNs, "web-2");
+  stray["metadata"]["labels"]["app"] = "other";
+  ASSERT_TRUE(server_->Put("pods", stray).ok());
+  Reconcile();
+  EXPECT_EQ(Status()["matchedPods"], 2);
+
+  PatchSetSpec(
+      {{"containers",
+        {{{"name", "log"}, {"image", "fluentd:2"}, {"env", {{{"name", "A"}, {"value", "1"}}}}}}}});
+  EXPECT_EQ(Reconcile().requeue_after, absl::ZeroDuration());
+  Reconcile();  // again: no second report
+  EXPECT_EQ(PodPatches(), 0);
+  EXPECT_EQ(PodsAt("fluentd:1").size(), 3u);
+  Json status = Status();
+  EXPECT_EQ(status["matchedPods"], 2);
+  EXPECT_EQ(status["updatedPods"], 0);
+  EXPECT_EQ(status["readyPods"], 2);
+  EXPECT_EQ(status["updatedReadyPods"], 0);
+  std::vector<Json> events = Events("NotUpgradablePods");
+  ASSERT_EQ(events.size(), 2u);
+  for (const Json& e : events) {
+    EXPECT_EQ(e["involvedObject"]["kind"], "SidecarSet");
+    EXPECT_EQ(e.value("count", 1), 1);
+  }
+  EXPECT_THAT(events[0]["message"].get<std::string>(), ::testing::HasSubstr("not upgradable"));
+}
+
+// The pod cache stops seeing changes: the pod just patched still looks old and ready there, but
+// is neither patched again nor lets another pod take its place in the maxUnavailable budget.
+TEST_F(SidecarSetControllerTest, StaleCacheNeverPatchesAPodTwice) {
+  CreateSetAndPods(3);
+  Reconcile();
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  Sync();
+  informers_[1]->Stop();  // the pod cache is frozen from here on
+  auto r = reconciler_->Reconcile({"", "log-set"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::string> upgraded = PodsAt("fluentd:2");
+  ASSERT_EQ(upgraded.size(), 1u);
+  EXPECT_EQ(PodPatches(), 1);
+  for (int i = 0; i < 2; ++i) {
+    r = reconciler_->Reconcile({"", "log-set"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->requeue_after, absl::ZeroDuration());  // waits for the cache
+  }
+  EXPECT_EQ(PodPatches(), 1);
+  EXPECT_EQ(PodsAt("fluentd:2"), upgraded);
+}
+
+// Every pod changed on the server behind the cache's back: the resourceVersion test refuses the
+// patch, nothing changes, the set is requeued, and the next round tries again on fresh data only.
+TEST_F(SidecarSetControllerTest, ConflictPatchesNothingAndRequeues) {
+  CreateSetAndPods(3);
+  Reconcile();
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  Sync();
+  informers_[1]->Stop();
+  for (const Json& p : server_->List("pods", kNs)) {
+    Json touched = p;
+    touched["metadata"]["labels"]["touched"] = "yes";
+    ASSERT_TRUE(server_->Put("pods", touched).ok());
+  }
+  auto r = reconciler_->Reconcile({"", "log-set"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->requeue_after, absl::ZeroDuration());
+  EXPECT_EQ(PodPatches(), 1);  // one refused patch, no retry within the round
+  EXPECT_THAT(PodsAt("fluentd:2"), ::testing::IsEmpty());
+  for (const Json& p : server_->List("pods", kNs)) {
+    EXPECT_EQ(kube::Label(p, "touched"), "yes");  // the other writer's change stands
+  }
+  EXPECT_THAT(Events("FailedUpgradePod"), ::testing::IsEmpty());
+}
+
+TEST(SidecarSetsOfPod, ReadsTheInjectedList) {
+  Json pod = {
+      {"metadata",
+       {{"namespace", "team"}, {"annotations", {{kSidecarSetInjectedListAnnotation, "a, b,,c"}}}}}};
+  std::vector<std::string> names;
+  for (const kube::Request& r : SidecarSetsOfPod(pod)) {
+    EXPECT_EQ(r.ns, "");
+    names.push_back(r.name);
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("a", "b", "c"));
+  EXPECT_THAT(SidecarSetsOfPod(Json::object()), ::testing::IsEmpty());
+}
+
+}  // namespace controller_test
+}  // namespace kruise::manager::sidecarset
