@@ -3,6 +3,10 @@
 // Serves over TLS until SIGINT/SIGTERM (SIGUSR1 prints its own latency since the last SIGUSR1):
 //   /mutate-pod, /validate-pod: the Go peer's work (PodSidecarMutator, allow-all), for comparison;
 //   /kruise/mutate-pod: the manager's real pod webhook (PodMutatingHandler, readiness-gate chain);
+//   /kruise/mutate-pod-sidecarsets: the same chain with SidecarSet injection over 100 cached
+//   SidecarSets, one of which (selector tier=backend) matches the peers' review pod and injects a
+//   log agent with a shared volume and transferEnv; the other 99 select other apps, 33 of them by
+//   namespaceSelector as well;
 //   the manager's real ContainerRecreateRequest paths (CrrMutator/CrrValidator), the pod they read
 //   coming from --pod instead of the API server (a GET there is not what this measures).
 
@@ -20,6 +24,8 @@
 #include "common/logging.h"
 #include "common/tls.h"
 #include "fmt/format.h"
+#include "common/clock.h"
+#include "manager/sidecarset/sidecarset_webhook.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_handlers.h"
 #include "manager/webhook/pod_webhook.h"
@@ -91,6 +97,30 @@ void PrintServerLatency(prometheus::Registry& metrics, BucketCounts* window) {
   std::fflush(stdout);
 }
 
+// 100 SidecarSets as described at the top of this file.
+void FillSidecarSets(kruise::manager::sidecarset::SidecarSetCache* cache) {
+  for (int i = 0; i < 100; ++i) {
+    Json set = Json::parse(R"({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+      "metadata": {"name": ""},
+      "spec": {"selector": {"matchLabels": {"app": ""}},
+               "containers": [{"name": "", "image": "registry.example/agent:1.0",
+                               "volumeMounts": [{"name": "agent-data", "mountPath": "/agent"}]}],
+               "volumes": [{"name": "agent-data", "emptyDir": {}}]}})");
+    set["metadata"]["name"] = fmt::format("set-{:03d}", i);
+    set["spec"]["selector"]["matchLabels"]["app"] = fmt::format("other-{}", i);
+    set["spec"]["containers"][0]["name"] = fmt::format("agent-{}", i);
+    if (i % 3 == 0) set["spec"]["namespaceSelector"] = {{"matchLabels", {{"team", "platform"}}}};
+    if (i == 42) {
+      set["spec"]["selector"] = {{"matchLabels", {{"tier", "backend"}}}};
+      set["spec"]["containers"][0]["shareVolumePolicy"] = {{"type", "enabled"}};
+      set["spec"]["containers"][0]["transferEnv"] = {
+          {{"sourceContainerName", "app"}, {"envName", "POD_IP"}}};
+    }
+    cache->UpsertSidecarSet(set);
+  }
+  cache->UpsertNamespace({{"metadata", {{"name", "load"}, {"labels", {{"team", "platform"}}}}}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +146,15 @@ int main(int argc, char** argv) {
   chain.push_back(std::make_unique<ReadinessGateInjector>(/*all_pods=*/false));
   registry.Register("/kruise/mutate-pod", std::make_shared<PodMutatingHandler>(
                                               std::move(chain), PodMutatingHandler::Options{}));
+  kruise::manager::sidecarset::SidecarSetCache sidecarsets("kruise-system");
+  FillSidecarSets(&sidecarsets);
+  std::vector<std::unique_ptr<PodMutator>> with_sets;
+  with_sets.push_back(std::make_unique<ReadinessGateInjector>(/*all_pods=*/false));
+  with_sets.push_back(std::make_unique<kruise::manager::sidecarset::SidecarSetInjector>(
+      &sidecarsets, kruise::Clock::Real()));
+  registry.Register(
+      "/kruise/mutate-pod-sidecarsets",
+      std::make_shared<PodMutatingHandler>(std::move(with_sets), PodMutatingHandler::Options{}));
   std::ifstream in(pod_file);
   std::stringstream text;
   text << in.rdbuf();

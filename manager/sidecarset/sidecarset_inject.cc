@@ -542,7 +542,8 @@ absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
 }
 
 absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
-    nlohmann::json* pod_ptr, const std::vector<const nlohmann::json*>& matching, absl::Time now) {
+    nlohmann::json* pod_ptr, const std::vector<const nlohmann::json*>& matching, absl::Time now,
+    bool sets_defaulted) {
   using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
   InjectionResult result;
   if (pod_ptr == nullptr || !pod_ptr->is_object()) {
@@ -571,7 +572,8 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
   }
 
   // The sets, defaulted, by name.
-  std::map<std::string, Json> sets;
+  std::map<std::string, Json> defaulted;  // owns the copies when the caller's are not defaulted
+  std::map<std::string, const Json*> sets;
   for (const Json* ss_p : matching) {
     const Json& ss = *ss_p;
     const std::string name = ss.is_object() ? kube::Name(ss) : "";
@@ -579,7 +581,8 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
       result.notes.push_back("skipped a SidecarSet without metadata.name");
       continue;
     }
-    if (sets.count(name) == 0) sets.emplace(name, DefaultSidecarSet(ss));
+    if (sets.count(name) != 0) continue;
+    sets[name] = sets_defaulted ? &ss : &defaulted.emplace(name, DefaultSidecarSet(ss)).first->second;
   }
   if (sets.empty()) return result;
 
@@ -595,7 +598,8 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
     std::string set, policy, value;
   };
   std::map<std::string, Patch> patched;  // annotation -> first set patching it
-  for (const auto& [set_name, ss] : sets) {
+  for (const auto& [set_name, ss_ptr] : sets) {
+    const Json& ss = *ss_ptr;
     const Json* patches = kube::FindPath(ss, {"spec", "patchPodMetadata"});
     if (patches == nullptr || !patches->is_array()) continue;
     for (const Json& p : *patches) {
@@ -644,7 +648,8 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
 
   // App containers: neither injected before nor named like a sidecar being injected.
   std::set<std::string> sidecar_names;
-  for (const auto& [set_name, ss] : sets) {
+  for (const auto& [set_name, ss_ptr] : sets) {
+    const Json& ss = *ss_ptr;
     for (const char* key : {"containers", "initContainers"}) {
       const Json* l = kube::FindPath(ss, {"spec", key});
       if (l == nullptr || !l->is_array()) continue;
@@ -718,7 +723,8 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
     return true;
   };
 
-  for (const auto& [set_name, ss] : sets) {
+  for (const auto& [set_name, ss_ptr] : sets) {
+    const Json& ss = *ss_ptr;
     const Json* sspec_p = Field(ss, "spec");
     if (sspec_p == nullptr || !sspec_p->is_object()) {
       result.notes.push_back(absl::StrCat("SidecarSet ", set_name, " has no spec"));

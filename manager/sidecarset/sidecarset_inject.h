@@ -171,9 +171,12 @@ struct InjectionResult {
 absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod,
                                                const std::vector<nlohmann::json>& matching,
                                                absl::Time now);
-// The same without copying the sets (pointers must not be null). Named apart: nlohmann::json
-// converts implicitly to pointers, which would make `{set}` ambiguous between overloads.
+// The same without copying the sets (pointers must not be null); `sets_defaulted`: they are
+// already as DefaultSidecarSet gives them (the webhook's cache), so not defaulted again. Named
+// apart: nlohmann::json converts implicitly to pointers, which would make `{set}` ambiguous
+// between overloads.
 absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
-    nlohmann::json* pod, const std::vector<const nlohmann::json*>& matching, absl::Time now);
+    nlohmann::json* pod, const std::vector<const nlohmann::json*>& matching, absl::Time now,
+    bool sets_defaulted = false);
 
 }  // namespace kruise::manager::sidecarset

@@ -1,5 +1,6 @@
 #include "manager/sidecarset/sidecarset_webhook.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,8 +22,20 @@ SidecarSetCache::SidecarSetCache(std::string manager_namespace)
 void SidecarSetCache::UpsertSidecarSet(const Json& sidecarset) {
   const std::string name = kube::Name(sidecarset);
   if (name.empty()) return;
-  // Parse and default outside the lock; SidecarSet changes are rare, admissions are not.
-  auto defaulted = std::make_shared<const Json>(DefaultSidecarSet(sidecarset));
+  // Default, hash and parse outside the lock, once per change: SidecarSet changes are rare,
+  // admissions are not. A set that bypassed our webhook (no hash annotations) gets the computed
+  // hashes here, as SidecarSetRecordedHash would compute them on every admission.
+  Json set = DefaultSidecarSet(sidecarset);
+  for (auto [key, hash] : {std::pair{kSidecarSetHashAnnotation, &SidecarSetHash},
+                           std::pair{kSidecarSetHashWithoutImageAnnotation,
+                                     &SidecarSetHashWithoutImage}}) {
+    std::optional<std::string> recorded = kube::Annotation(set, key);
+    if (recorded && !recorded->empty()) continue;
+    Json& annotations = set["metadata"]["annotations"];
+    if (annotations.is_null()) annotations = Json::object();
+    if (annotations.is_object()) annotations[key] = hash(set);
+  }
+  auto defaulted = std::make_shared<const Json>(std::move(set));
   auto entry = std::make_shared<const Entry>(Entry{SidecarSetMatcher(*defaulted), defaulted});
   absl::MutexLock lock(&mu_);
   auto next = std::make_shared<Sets>(*sets_);
@@ -134,7 +147,7 @@ absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request
                                        "latest spec was injected"));
     }
   }
-  absl::StatusOr<InjectionResult> result = InjectSidecarsNoCopy(pod, sets, clock_->Now());
+  absl::StatusOr<InjectionResult> result = InjectSidecarsNoCopy(pod, sets, clock_->Now(), /*sets_defaulted=*/true);
   if (!result.ok()) return result.status();
   for (std::string& note : result->notes) {
     warnings->push_back(absl::StrCat("sidecarset injection: ", note));

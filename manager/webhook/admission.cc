@@ -71,8 +71,71 @@ AdmissionResponse PatchOpsResponse(const Json& ops) {
   return r;
 }
 
+namespace {
+
+void AppendPointerToken(std::string* path, const std::string& key) {
+  path->push_back('/');
+  for (char c : key) {
+    if (c == '~') {
+      path->append("~0");
+    } else if (c == '/') {
+      path->append("~1");
+    } else {
+      path->push_back(c);
+    }
+  }
+}
+
+// RFC 6902 operations turning `a` into `b` (which differ) at `path`. Unlike Json::diff, equal
+// members are skipped after one comparison (no path strings or ops built for them), and an array
+// whose length changed is replaced whole: an element inserted in front (a sidecar before the app
+// containers) is one op instead of a rewrite of every later element, field by field.
+void DiffInto(const Json& a, const Json& b, std::string* path, Json* ops) {
+  const size_t len = path->size();
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      auto other = b.find(it.key());
+      if (other != b.end() && *other == it.value()) continue;
+      AppendPointerToken(path, it.key());
+      if (other == b.end()) {
+        ops->push_back({{"op", "remove"}, {"path", *path}});
+      } else {
+        DiffInto(it.value(), *other, path, ops);
+      }
+      path->resize(len);
+    }
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (a.contains(it.key())) continue;
+      AppendPointerToken(path, it.key());
+      ops->push_back({{"op", "add"}, {"path", *path}, {"value", it.value()}});
+      path->resize(len);
+    }
+    return;
+  }
+  if (a.is_array() && b.is_array() && a.size() == b.size()) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == b[i]) continue;
+      AppendPointerToken(path, std::to_string(i));
+      DiffInto(a[i], b[i], path, ops);
+      path->resize(len);
+    }
+    return;
+  }
+  ops->push_back({{"op", "replace"}, {"path", *path}, {"value", b}});
+}
+
+}  // namespace
+
+Json JsonPatchDiff(const Json& original, const Json& mutated) {
+  Json ops = Json::array();
+  if (original == mutated) return ops;
+  std::string path;
+  DiffInto(original, mutated, &path, &ops);
+  return ops;
+}
+
 AdmissionResponse PatchResponse(const Json& original, const Json& mutated) {
-  return PatchOpsResponse(Json::diff(original, mutated));
+  return PatchOpsResponse(JsonPatchDiff(original, mutated));
 }
 
 namespace {

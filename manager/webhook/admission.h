@@ -89,6 +89,10 @@ AdmissionResponse Allowed(std::string message = "");
 AdmissionResponse Denied(int code, std::string message, std::string reason = "");
 // Allowed, with the JSON Patch that turns `original` into `mutated` (no patch when equal).
 AdmissionResponse PatchResponse(const Json& original, const Json& mutated);
+// The JSON Patch PatchResponse sends: objects member by member, arrays of equal length element by
+// element, any other change (an array that grew or shrank, a type change) replaced whole. Empty
+// when equal; applying it to `original` gives `mutated`.
+Json JsonPatchDiff(const Json& original, const Json& mutated);
 // Allowed, with an explicit list of JSON Patch operations (an array; none when empty).
 AdmissionResponse PatchOpsResponse(const Json& ops);
 

@@ -80,6 +80,24 @@ TEST(SidecarSetCacheTest, MatchesSelectorNamespaceAndNamespaceLabelsAndFollowsCh
   EXPECT_EQ((*other[0])["spec"]["containers"][0]["podInjectPolicy"], "BeforeAppContainer");
 }
 
+TEST(SidecarSetCacheTest, HashesAreRecordedOnceAndAnOpenKruiseHashIsKept) {
+  SidecarSetCache cache("");
+  cache.UpsertSidecarSet(Set("computed"));
+  json migrated = Set("migrated");
+  migrated["metadata"]["annotations"] = {{"kruise.io/sidecarset-hash", "from-openkruise"}};
+  cache.UpsertSidecarSet(migrated);
+  auto sets = cache.Matching(Pod(), "team");
+  ASSERT_EQ(sets.size(), 2u);
+  EXPECT_EQ(kube::Annotation(*sets[0], kSidecarSetHashAnnotation), SidecarSetHash(Set("computed")));
+  EXPECT_EQ(kube::Annotation(*sets[0], kSidecarSetHashWithoutImageAnnotation),
+            SidecarSetHashWithoutImage(Set("computed")));
+  EXPECT_EQ(kube::Annotation(*sets[1], kSidecarSetHashAnnotation), "from-openkruise");
+  json odd = Set("odd");
+  odd["metadata"]["annotations"] = "not-a-map";  // never throws
+  cache.UpsertSidecarSet(odd);
+  EXPECT_EQ(cache.size(), 3u);
+}
+
 TEST(SidecarSetCacheTest, RequestNamespaceCountsWhenThePodNamesNoneAndSystemNamespacesNever) {
   SidecarSetCache cache("kruise-system");
   cache.UpsertSidecarSet(Set("a", R"({"namespace": "team"})"));

@@ -219,5 +219,37 @@ TEST(HandlerRegistryTest, RegistersOnlyWhenGateIsOn) {
   EXPECT_THAT(reg.Paths(), ::testing::ElementsAre("/mutate-pod", "/validate-x"));
 }
 
+TEST(JsonPatchDiffTest, AppliedToTheOriginalGivesTheMutatedDocument) {
+  const Json pod = Json::parse(R"({"metadata": {"name": "p", "labels": {"a/b": "1", "c~d": "2"}},
+    "spec": {"containers": [{"name": "app", "image": "nginx:1", "env": [{"name": "X"}]}],
+             "volumes": [{"name": "v", "emptyDir": {}}]}})");
+  std::vector<std::pair<std::string, Json>> cases;
+  Json sidecar_first = pod;
+  sidecar_first["spec"]["containers"].insert(sidecar_first["spec"]["containers"].begin(),
+                                             Json{{"name", "log"}, {"image", "fluentd:1"}});
+  cases.emplace_back("container inserted in front", sidecar_first);
+  Json edited = pod;
+  edited["metadata"]["labels"]["a/b"] = "9";
+  edited["metadata"]["labels"].erase("c~d");
+  edited["metadata"]["annotations"] = {{"k", "v"}};
+  edited["spec"]["containers"][0]["image"] = "nginx:2";
+  cases.emplace_back("escaped keys, removal, addition, nested replace", edited);
+  Json retyped = pod;
+  retyped["spec"]["volumes"] = "none";
+  cases.emplace_back("type change", retyped);
+  cases.emplace_back("root replaced", Json::array({1, 2}));
+  for (const auto& [what, mutated] : cases) {
+    Json ops = JsonPatchDiff(pod, mutated);
+    EXPECT_EQ(pod.patch(ops), mutated) << what << ": " << ops.dump();
+  }
+  EXPECT_EQ(JsonPatchDiff(pod, pod), Json::array());
+  // A sidecar in front of the app container: one op, not a field-by-field rewrite.
+  EXPECT_EQ(JsonPatchDiff(pod, sidecar_first),
+            Json::parse(R"([{"op": "replace", "path": "/spec/containers", "value": [
+              {"name": "log", "image": "fluentd:1"},
+              {"name": "app", "image": "nginx:1", "env": [{"name": "X"}]}]}])"));
+  EXPECT_EQ(JsonPatchDiff(pod, edited).size(), 4u) << JsonPatchDiff(pod, edited).dump();
+}
+
 }  // namespace
 }  // namespace kruise::manager::webhook
