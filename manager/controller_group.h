@@ -14,10 +14,12 @@
 // Errors: a group returns INVALID_ARGUMENT for bad options; it never starts threads itself.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "kube/client.h"
@@ -37,6 +39,8 @@ class SharedInformers {
  public:
   // Pods without a controller (candidates for adoption), by namespace.
   static constexpr char kOrphanNamespaceIndex[] = "orphan-namespace";
+  // Pods by the SidecarSets named in their kruise.io/sidecarset-injected-list annotation.
+  static constexpr char kInjectedSidecarSetIndex[] = "injected-sidecarset";
   // All must outlive this object.
   SharedInformers(kube::KubeClient* client, Clock* clock, kube::Manager* manager)
       : client_(client), clock_(clock), manager_(manager) {}
@@ -50,22 +54,32 @@ class SharedInformers {
       if (kube::HasController(pod)) return {};
       return {kube::Namespace(pod)};
     };
+    o.indexers[kInjectedSidecarSetIndex] = [](const kube::Json& pod) -> std::vector<std::string> {
+      const kube::Json* list =
+          kube::FindPath(pod, {"metadata", "annotations", "kruise.io/sidecarset-injected-list"});
+      if (list == nullptr || !list->is_string()) return {};
+      return absl::StrSplit(list->get_ref<const std::string&>(), ',', absl::SkipEmpty());
+    };
     return o;
   }
   // Register() time only (before Manager::Run).
-  kube::Informer* Pods() {
-    if (pods_ == nullptr) {
-      pods_ = std::make_unique<kube::Informer>(client_, clock_, PodOptions());
-      manager_->AddInformer(pods_.get());
+  kube::Informer* Pods() { return Named("pods", &PodOptions); }
+  // The informer every user names `name` (e.g. "sidecarsets": the pod webhook's and the
+  // SidecarSet controller's), made from `options` by the first one. Before Manager::Run only.
+  kube::Informer* Named(const std::string& name, kube::InformerOptions (*options)()) {
+    std::unique_ptr<kube::Informer>& slot = named_[name];
+    if (slot == nullptr) {
+      slot = std::make_unique<kube::Informer>(client_, clock_, options());
+      manager_->AddInformer(slot.get());
     }
-    return pods_.get();
+    return slot.get();
   }
 
  private:
   kube::KubeClient* const client_;
   Clock* const clock_;
   kube::Manager* const manager_;
-  std::unique_ptr<kube::Informer> pods_;
+  std::map<std::string, std::unique_ptr<kube::Informer>> named_;
 };
 
 struct ControllerContext {

@@ -342,9 +342,10 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   webhook::ApiPodReader pods(client.get());
   // SidecarSet injection runs in every replica's pod webhook: the SidecarSets and Namespace labels
   // it matches against are cached here, not by the leader's controllers.
+  // (Its informers are attached below, once the shared informers exist.)
   sidecarset::SidecarSetCache sidecarset_cache(cfg.namespace_name);
-  std::vector<std::unique_ptr<kube::Informer>> webhook_informers;
   std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators;
+  bool inject_sidecars = false;
   if (gates.Enabled("PodWebhook")) {
     kube::ListOptions probe;
     probe.limit = 1;
@@ -352,12 +353,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     if (!served.ok() && kube::IsNotFound(served.status())) {
       log->warn("SidecarSet CRD is not served: no sidecar injection");
     } else {
-      for (auto opts : {sidecarset::SidecarSetInformerOptions(),
-                        sidecarset::NamespaceInformerOptions()}) {
-        webhook_informers.push_back(
-            std::make_unique<kube::Informer>(client.get(), clock, std::move(opts)));
-      }
-      sidecarset_cache.Attach(webhook_informers[0].get(), webhook_informers[1].get());
+      inject_sidecars = true;
       pod_mutators.push_back(
           std::make_unique<sidecarset::SidecarSetInjector>(&sidecarset_cache, clock));
     }
@@ -446,7 +442,6 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   }
   kube::Manager manager(client.get(), mo);
   manager.AddInformer(&cert_secret);
-  for (auto& informer : webhook_informers) manager.AddInformer(informer.get());
   manager.Add(&webhook_runnable);
   manager.AddGate(&webhook_ready);
 
@@ -455,6 +450,11 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   event_opts.clock = clock;
   kube::EventRecorder recorder(client.get(), event_opts);
   SharedInformers shared(client.get(), clock, &manager);
+  if (inject_sidecars) {
+    sidecarset_cache.Attach(
+        shared.Named(sidecarset::kSidecarSetInformer, &sidecarset::SidecarSetInformerOptions),
+        shared.Named(sidecarset::kNamespaceInformer, &sidecarset::NamespaceInformerOptions));
+  }
   ControllerContext ctx;
   ctx.shared = &shared;
   ctx.client = client.get();

@@ -100,20 +100,14 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
   }
 
   // 1. Candidates: pods that name the set in their injected list and that it still selects.
-  std::vector<std::shared_ptr<const Json>> cached_pods;
-  if (const std::string ns = kube::GetString(set, {"spec", "namespace"}).value_or("");
-      !ns.empty()) {
-    ASSIGN_OR_RETURN(cached_pods, inf_.pods->store().ByIndex(kube::kNamespaceIndex, ns));
-  } else {
-    cached_pods = inf_.pods->store().List();
-  }
+  // The pod cache's index: only pods that list the set are decoded, however many pods there are.
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Json>> cached_pods,
+                   inf_.pods->store().ByIndex(SharedInformers::kInjectedSidecarSetIndex,
+                                              target->name));
   const SidecarSetMatcher matcher = UpgradeMatcher(set);
   std::vector<std::shared_ptr<const Json>> pods;
   std::vector<const Json*> ptrs;
   for (auto& p : cached_pods) {
-    bool listed = false;
-    for (const kube::Request& r : SidecarSetsOfPod(*p)) listed |= r.name == target->name;
-    if (!listed) continue;
     const PodFacts facts = PodFacts::Of(*p, opts_.manager_namespace);
     std::shared_ptr<const Json> ns_obj;
     if (inf_.namespaces != nullptr) ns_obj = inf_.namespaces->store().Get("", facts.namespace_);
@@ -235,9 +229,13 @@ class SidecarSetGroup : public ControllerGroup {
       return informers_.back().get();
     };
     SidecarSetInformers inf;
-    inf.sidecarsets = make(SidecarSetInformerOptions());
+    // The same SidecarSet and Namespace caches as the pod webhook's (manager/app).
+    auto shared = [&](const char* name, kube::InformerOptions (*options)()) {
+      return ctx.shared != nullptr ? ctx.shared->Named(name, options) : make(options());
+    };
+    inf.sidecarsets = shared(kSidecarSetInformer, &SidecarSetInformerOptions);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(SharedInformers::PodOptions());
-    inf.namespaces = make(NamespaceInformerOptions());
+    inf.namespaces = shared(kNamespaceInformer, &NamespaceInformerOptions);
 
     SidecarSetReconcilerOptions ro;
     ro.clock = ctx.clock;

@@ -61,7 +61,10 @@ class SidecarSetCache {
 };
 
 // SidecarSets for the cache: everything (the injector needs the whole spec), managedFields
-// dropped. Namespaces: name and labels only.
+// dropped. Namespaces: name and labels only. Shared with the SidecarSet controller under these
+// names (SharedInformers::Named).
+inline constexpr char kSidecarSetInformer[] = "sidecarsets";
+inline constexpr char kNamespaceInformer[] = "namespaces";
 kube::InformerOptions SidecarSetInformerOptions();
 kube::InformerOptions NamespaceInformerOptions();
 

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# SidecarSet end to end on ../shared/kube-local (GitHub issue 15): the real API server runs our CRD
+# and webhooks, the real kubelet restarts the sidecar containers our controller patches. One
+# kruise-manager on the host (webhooks by URL); pods are hostNetwork.
+#
+#   1. deploy/overlays/kube-local without the DaemonSet and the manager Deployment; the manager;
+#   2. OpenKruise's basic SidecarSet (deploy/samples/sidecarset-v1alpha1.yaml, its namespace set to
+#      this test's): the webhook filled the defaults and the hash annotations, `kubectl get
+#      sidecarset` shows it;
+#   3. a Deployment (apps/v1, 3 pods labelled app=nginx) gets the sidecar at creation: sidecar1
+#      before the app container, IS_INJECTED, the shared log volume, the SidecarSet annotations;
+#      status matchedPods = updatedPods = readyPods = 3;
+#   4. the sidecar image changes (busybox:1.35 -> busybox:v1, another digest): every pod is
+#      upgraded in place (same UID, the app container's ID unchanged, sidecar1 restarted once on
+#      the new image), and a watch over the whole upgrade never sees more than maxUnavailable (1)
+#      pod unready at once;
+#   5. a change other than images (an env var): no existing pod is touched; a new pod (scale to 4)
+#      gets it; status updatedPods 1 of matchedPods 4;
+#   6. with the manager down, a pod is still created (the pod webhook's failurePolicy Ignore),
+#      without the sidecar.
+#
+# Everything it creates is deleted again, also on failure (the SidecarSet, namespace, manager,
+# webhook configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are left.
+# Usage: sidecarset_e2e.sh KRUISE_MANAGER_BINARY
+# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_SIDECARSET_PORT_BASE (default 16490; base..base+2:
+# webhook, health, metrics of the manager).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+T0=$SECONDS
+# shellcheck source=../lib.sh
+. "$ROOT/test/e2e/lib.sh"
+[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
+MANAGER=$(readlink -f "$1")
+kube_local_preflight jq curl python3
+
+BASE=${KRUISE_E2E_SIDECARSET_PORT_BASE:-16490}
+NS=kruise-e2e-sidecarset
+SET=test-sidecarset
+REG=$KUBE_LOCAL_REGISTRY
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sidecarset-e2e.XXXXXX")
+PIDS=()
+step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
+step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
+
+for port in $(seq "$BASE" $((BASE + 2))); do
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
+    rm -rf "$WORK"
+    die "port $port is in use (KRUISE_E2E_SIDECARSET_PORT_BASE)"
+  }
+done
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$rc" != 0 ]; then
+    say "pods:"
+    k -n "$NS" get pods -o wide --show-labels 2>/dev/null | sed 's/^/    /'
+    say "sidecarset:"
+    k get sidecarset "$SET" -o yaml 2>/dev/null | grep -A12 '^status:' | sed 's/^/    /'
+    say "events (last 25):"
+    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25 | sed 's/^/    /'
+    say "manager log (tail):"
+    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
+  fi
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1
+  delete_test_deployment "$WORK" "$NS"
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# --- helpers -------------------------------------------------------------------------------------
+ss_json() { k get sidecarset "$SET" -o json; }
+ss_is() { [ "$(ss_json 2>/dev/null | jq -r "$1")" = true ]; }
+pods_json() { k -n "$NS" get pods -l app=nginx -o json; }
+# "name uid sidecar-image sidecar-restarts sidecar-ready app-container-id ready" per live pod.
+pod_table() {
+  pods_json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | [.metadata.name, .metadata.uid,
+       ((.spec.containers[] | select(.name == "sidecar1") | .image) // "-"),
+       ((.status.containerStatuses[]? | select(.name == "sidecar1") | .restartCount) // "-"),
+       ((.status.containerStatuses[]? | select(.name == "sidecar1") | .ready) // "-"),
+       ((.status.containerStatuses[]? | select(.name == "main") | .containerID) // "-"),
+       (any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | @tsv' | sort
+}
+ready_pods() { # N: N live pods, all Ready
+  [ "$(pod_table | wc -l)" = "$1" ] && [ "$(pod_table | awk '$7 == "true"' | wc -l)" = "$1" ]
+}
+status_is() { # "matched updated ready"
+  ss_is "(.status.observedGeneration == .metadata.generation) and
+    ([.status.matchedPods, .status.updatedPods, .status.readyPods] | map(tostring) | join(\" \")) == \"$1\""
+}
+deployment() { # REPLICAS
+  cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: $1
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: $REG/busybox:1.35
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+EOF
+}
+apply_stdin() { k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"; }
+
+# --- 1 -------------------------------------------------------------------------------------------
+step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
+k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1  # a crashed earlier run's
+deploy_manager_objects "$WORK" "$NS"
+k wait --for condition=established --timeout=60s crd/sidecarsets.apps.kruise.io >/dev/null ||
+  die "SidecarSet CRD not established"
+start_host_manager "$MANAGER" "$WORK" "$BASE"
+step_done "manager ready"
+
+# --- 2 -------------------------------------------------------------------------------------------
+step 2 "OpenKruise's basic SidecarSet, in this test's namespace"
+sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-v1alpha1.yaml" |
+  grep -q "namespace: $NS" || die "the sample no longer names namespace: default"
+sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-v1alpha1.yaml" |
+  k apply -f - >"$WORK/apply.log" 2>&1 || die "applying the sample: $(tail -3 "$WORK/apply.log")"
+defaults=$(ss_json | jq -c '[.spec.containers[0].podInjectPolicy, .spec.containers[0].upgradeStrategy.upgradeType,
+  .spec.containers[0].shareVolumePolicy.type, .spec.containers[0].imagePullPolicy,
+  (.metadata.annotations["kruise.io/sidecarset-hash"] | length > 0),
+  (.metadata.annotations["kruise.io/sidecarset-hash-without-image"] | length > 0)]')
+[ "$defaults" = '["BeforeAppContainer","ColdUpgrade","disabled","IfNotPresent",true,true]' ] ||
+  die "webhook defaults and hashes: $defaults"
+k get sidecarset "$SET" >/dev/null || die "kubectl get sidecarset failed"
+step_done "defaults and hash annotations filled: $defaults"
+
+# --- 3 -------------------------------------------------------------------------------------------
+step 3 "a Deployment's pods get the sidecar at creation"
+deployment 3 | apply_stdin
+wait_for 120 "3 Ready pods of the Deployment" ready_pods 3
+bad=$(pods_json | jq -r '.items[] | select(
+    ([.spec.containers[].name] != ["sidecar1", "main"])
+    or (any(.spec.containers[0].env[]?; .name == "IS_INJECTED" and .value == "true") | not)
+    or (any(.spec.containers[0].volumeMounts[]?; .name == "log-volume" and .mountPath == "/var/log") | not)
+    or (any(.spec.volumes[]?; .name == "log-volume") | not)
+    or (.metadata.annotations["kruise.io/sidecarset-injected-list"] != "test-sidecarset")
+    or ((.metadata.annotations["kruise.io/sidecarset-hash"] | fromjson)["test-sidecarset"].hash == null)) | .metadata.name')
+[ -z "$bad" ] || die "pods without the sidecar, env, volume or annotations: $bad"
+wait_for 60 "status matchedPods/updatedPods/readyPods 3 3 3" status_is "3 3 3"
+step_done "3 pods injected (sidecar1 before main, IS_INJECTED, log-volume, annotations); status 3/3/3"
+
+# --- 4 -------------------------------------------------------------------------------------------
+step 4 "the sidecar image changes: every pod upgraded in place, at most 1 unready at once"
+pod_table >"$WORK/before4"
+"$KUBECTL" -n "$NS" get pods -l app=nginx -w --output-watch-events -o json >"$WORK/watch4.json" 2>/dev/null &
+PIDS+=($!)
+WATCH_PID=$!
+watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$WORK/watch4.json" 2>/dev/null)" -ge 3 ]; }
+wait_for 30 "the pod watch to list the 3 pods" watch_started
+k patch sidecarset "$SET" --type json \
+  -p "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"$REG/busybox:v1\"}]" >/dev/null ||
+  die "patching the sidecar image"
+upgraded() {
+  [ "$(pod_table | awk -v img="$REG/busybox:v1" '$3 == img && $5 == "true" && $7 == "true"' | wc -l)" = 3 ]
+}
+wait_for 240 "3 pods running sidecar1 on busybox:v1, Ready" upgraded
+wait_for 60 "status 3 3 3 after the upgrade" status_is "3 3 3"
+kill "$WATCH_PID" 2>/dev/null
+pod_table >"$WORK/after4"
+python3 - "$WORK/before4" "$WORK/after4" <<'PYEOF' || die "$(cat "$WORK/why4")"
+import sys
+def rows(p):
+    return {r[0]: r for r in (l.split("\t") for l in open(p).read().splitlines())}
+before, after = rows(sys.argv[1]), rows(sys.argv[2])
+why = []
+if before.keys() != after.keys():
+    why.append(f"pods changed: {sorted(before)} -> {sorted(after)}")
+for name, b in before.items():
+    a = after.get(name)
+    if not a:
+        continue
+    if a[1] != b[1]: why.append(f"{name}: UID changed")
+    if a[5] != b[5]: why.append(f"{name}: app container restarted ({b[5]} -> {a[5]})")
+    if int(a[3]) != int(b[3]) + 1: why.append(f"{name}: sidecar restarts {b[3]} -> {a[3]}, want +1")
+open(sys.argv[2].replace("after4", "why4"), "w").write("; ".join(why))
+sys.exit(1 if why else 0)
+PYEOF
+max_unready=$(python3 - "$WORK/watch4.json" <<'PYEOF'
+import json, sys
+text, dec, pos, pods, worst = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 0
+while True:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    if pos >= len(text):
+        break
+    try:
+        ev, pos = dec.raw_decode(text, pos)
+    except ValueError:
+        break
+    obj = ev.get("object", {})
+    pods[obj["metadata"]["name"]] = any(c.get("type") == "Ready" and c.get("status") == "True"
+                                        for c in obj.get("status", {}).get("conditions", []))
+    worst = max(worst, sum(1 for r in pods.values() if not r))
+print(worst)
+PYEOF
+)
+[ "$max_unready" -le 1 ] || die "$max_unready pods were unready at once (maxUnavailable 1)"
+step_done "3 pods upgraded in place (UIDs and app containers kept, sidecar restarted once), at most $max_unready unready at once"
+
+# --- 5 -------------------------------------------------------------------------------------------
+step 5 "a change other than images reaches new pods only"
+pod_table >"$WORK/before5"
+k patch sidecarset "$SET" --type json \
+  -p '[{"op":"add","path":"/spec/containers/0/env","value":[{"name":"LOG_LEVEL","value":"debug"}]}]' >/dev/null ||
+  die "patching the sidecar env"
+deployment 4 | apply_stdin
+wait_for 120 "4 Ready pods" ready_pods 4
+wait_for 60 "status matched 4, updated 1, ready 4" status_is "4 1 4"
+with_env=$(pods_json | jq -r '[.items[] | select(any(.spec.containers[0].env[]?; .name == "LOG_LEVEL"))] | length')
+[ "$with_env" = 1 ] || die "$with_env pods have LOG_LEVEL, want only the new one"
+pod_table | grep -F -f <(cut -f1 "$WORK/before5") | cut -f1-6 >"$WORK/kept5"
+cut -f1-6 "$WORK/before5" | cmp -s - "$WORK/kept5" || die "existing pods changed: $(diff <(cut -f1-6 "$WORK/before5") "$WORK/kept5" | tr '\n' ' ')"
+step_done "old pods untouched, the new pod has LOG_LEVEL; status matched 4 updated 1"
+
+# --- 6 -------------------------------------------------------------------------------------------
+step 6 "with the manager down, pods are still created (without the sidecar)"
+kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null
+MANAGER_PID=
+deployment 5 | apply_stdin
+wait_for 120 "5 Ready pods" ready_pods 5
+plain=$(pods_json | jq -r '[.items[] | select([.spec.containers[].name] == ["main"])] | length')
+[ "$plain" = 1 ] || die "$plain pods without the sidecar, want the one created while the manager was down"
+step_done "the pod created with no manager answering exists, without sidecar1"
+
+say "all steps passed:"
+for r in "${RESULTS[@]}"; do echo "  $r"; done
