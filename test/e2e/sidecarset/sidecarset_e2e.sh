@@ -15,6 +15,8 @@
 #      the new image), and a watch over the whole upgrade sees one pod at a time mid-upgrade
 #      (maxUnavailable 1: sidecar1's spec image not yet running, or not ready) and at most one
 #      unready;
+#  4b. partition 2 and busybox:v2: one pod upgraded, two kept (status updatedPods 1); partition 0:
+#      all three;
 #   5. a change other than images (an env var): no existing pod is touched; a new pod (scale to 4)
 #      gets it; status updatedPods 1 of matchedPods 4;
 #   6. with the manager down, a pod is still created (the pod webhook's failurePolicy Ignore),
@@ -227,6 +229,25 @@ PYEOF
 [ "$max_unready" -le 1 ] || die "$max_unready pods were unready at once (maxUnavailable 1)"
 [ "$max_upgrading" = 1 ] || die "$max_upgrading pods were mid-upgrade at once, want exactly 1 (maxUnavailable 1)"
 step_done "3 pods upgraded in place (UIDs and app containers kept, sidecar restarted once), one at a time (at most $max_upgrading mid-upgrade, $max_unready unready)"
+
+# --- 4b ------------------------------------------------------------------------------------------
+step 4b "partition 2: one of three pods gets busybox:v2, then the rest once the partition goes"
+k patch sidecarset "$SET" --type json -p "[
+  {\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"},
+  {\"op\":\"add\",\"path\":\"/spec/updateStrategy/partition\",\"value\":2}]" >/dev/null ||
+  die "patching image and partition"
+on_v2() { # N: N Ready pods run sidecar1 on v2, the others still on v1
+  [ "$(pod_table | awk -v img="$REG/busybox:v2" '$3 == img && $5 == "true" && $7 == "true"' | wc -l)" = "$1" ] &&
+    [ "$(pod_table | awk -v img="$REG/busybox:v1" '$3 == img' | wc -l)" = $((3 - $1)) ]
+}
+wait_for 120 "1 pod on busybox:v2, 2 kept on v1 by the partition" on_v2 1
+wait_for 60 "status 3 1 3 with partition 2" status_is "3 1 3"
+on_v2 1 || die "the partition let more than one pod move"
+k patch sidecarset "$SET" --type json -p '[{"op":"replace","path":"/spec/updateStrategy/partition","value":0}]' \
+  >/dev/null || die "removing the partition"
+wait_for 180 "all 3 pods on busybox:v2" on_v2 3
+wait_for 60 "status 3 3 3 without partition" status_is "3 3 3"
+step_done "partition 2 held two pods on v1 (status updated 1 of 3); partition 0 finished the rollout"
 
 # --- 5 -------------------------------------------------------------------------------------------
 step 5 "a change other than images reaches new pods only"
