@@ -65,31 +65,6 @@ absl::StatusOr<int64_t> OptionalInt(const Json& obj, const char* key, int64_t de
 
 bool IsIntOrPercent(const Json& v) { return v.is_number_integer() || v.is_string(); }
 
-// Kubernetes' ActivePods order (pods to get rid of first), with deletion cost and rank when
-// `with_cost_and_rank` (ActivePodsWithRanks).
-int PhaseOrdinal(const std::string& phase) {
-  if (phase == "Running") return 2;
-  if (phase == "Unknown") return 1;
-  return 0;  // Pending and anything else
-}
-
-bool ActiveLess(const PodView& a, const PodView& b, int rank_a, int rank_b,
-                bool with_cost_and_rank) {
-  if (a.scheduled != b.scheduled) return !a.scheduled;
-  if (PhaseOrdinal(a.phase) != PhaseOrdinal(b.phase)) {
-    return PhaseOrdinal(a.phase) < PhaseOrdinal(b.phase);
-  }
-  if (a.ready != b.ready) return !a.ready;
-  if (with_cost_and_rank) {
-    if (a.deletion_cost != b.deletion_cost) return a.deletion_cost < b.deletion_cost;
-    if (rank_a != rank_b) return rank_a > rank_b;
-  }
-  if (a.ready && b.ready && a.ready_since != b.ready_since) return a.ready_since > b.ready_since;
-  if (a.restarts != b.restarts) return a.restarts > b.restarts;
-  if (a.created != b.created) return a.created > b.created;
-  return a.name < b.name;  // deterministic
-}
-
 bool ConditionTrue(const Json& pod, const char* type, bool* present = nullptr,
                    absl::Time* since = nullptr) {
   const Json* conds = kube::FindPath(pod, {"status", "conditions"});
@@ -105,79 +80,6 @@ bool ConditionTrue(const Json& pod, const char* type, bool* present = nullptr,
     return c.value("status", "") == "True";
   }
   return false;
-}
-
-// The int value an orderPriority key gives a pod: the label parsed as an integer, or the digits
-// it ends with ("pod-12" -> 12); none: lowest.
-int64_t OrderValue(const std::map<std::string, std::string>& labels, const std::string& key) {
-  auto it = labels.find(key);
-  if (it == labels.end()) return INT64_MIN;
-  int64_t v = 0;
-  if (absl::SimpleAtoi(it->second, &v)) return v;
-  size_t start = it->second.size();
-  while (start > 0 && std::isdigit(static_cast<unsigned char>(it->second[start - 1]))) --start;
-  if (start < it->second.size() && absl::SimpleAtoi(it->second.substr(start), &v)) return v;
-  return INT64_MIN;
-}
-
-void ApplyPriority(const Json& priority, const std::vector<PodView>& pods,
-                   std::vector<size_t>* order) {
-  if (!priority.is_object()) return;
-  const Json& weights = PlanMember(priority, "weightPriority");
-  const Json& orders = PlanMember(priority, "orderPriority");
-  if (weights.is_array() && !weights.empty()) {
-    std::vector<std::pair<int64_t, kube::LabelSelector>> terms;
-    for (const Json& w : weights) {
-      auto sel = kube::LabelSelector::FromJson(PlanMember(w, "matchSelector"));
-      if (!sel.ok()) continue;
-      terms.emplace_back(kube::IntField(w, "weight", 0), *std::move(sel));
-    }
-    auto weight = [&](size_t i) {
-      int64_t sum = 0;
-      for (const auto& [w, sel] : terms) {
-        if (sel.Matches(pods[i].labels)) sum += w;
-      }
-      return sum;
-    };
-    std::stable_sort(order->begin(), order->end(),
-                     [&](size_t a, size_t b) { return weight(a) > weight(b); });
-  } else if (orders.is_array() && !orders.empty()) {
-    std::vector<std::string> keys;
-    for (const Json& o : orders) keys.push_back(o.value("orderedKey", ""));
-    std::stable_sort(order->begin(), order->end(), [&](size_t a, size_t b) {
-      for (const std::string& k : keys) {
-        int64_t va = OrderValue(pods[a].labels, k), vb = OrderValue(pods[b].labels, k);
-        if (va != vb) return va > vb;
-      }
-      return false;
-    });
-  }
-}
-
-// scatterStrategy: for each {key, value} term, the pods having that label are spread evenly over
-// the order instead of coming one after another.
-void ApplyScatter(const Json& scatter, const std::vector<PodView>& pods,
-                  std::vector<size_t>* order) {
-  if (!scatter.is_array()) return;
-  for (const Json& term : scatter) {
-    const std::string key = term.value("key", ""), value = term.value("value", "");
-    std::vector<size_t> hit, rest;
-    for (size_t i : *order) {
-      auto it = pods[i].labels.find(key);
-      (it != pods[i].labels.end() && it->second == value ? hit : rest).push_back(i);
-    }
-    if (hit.size() < 2 || rest.empty()) continue;
-    // Place hit pod k at position round((k + 0.5) * n / hits) of the n slots.
-    const size_t n = order->size();
-    std::vector<size_t> out;
-    out.reserve(n);
-    size_t h = 0, r = 0;
-    for (size_t pos = 0; pos < n; ++pos) {
-      bool take_hit = h < hit.size() && (r >= rest.size() || 2 * pos * hit.size() >= (2 * h + 1) * n);
-      out.push_back(take_hit ? hit[h++] : rest[r++]);
-    }
-    *order = std::move(out);
-  }
 }
 
 }  // namespace
@@ -260,17 +162,9 @@ absl::StatusOr<CloneSetSpec> ParseCloneSetSpec(const Json& cloneset) {
 absl::StatusOr<ScaledNumbers> ScaleNumbers(const CloneSetSpec& spec) {
   ScaledNumbers n;
   const int replicas = spec.replicas;
-  auto partition = kube::GetScaledValueFromIntOrPercent(spec.partition, replicas, true);
+  auto partition = inplace::ScalePartition(spec.partition, replicas);
   if (!partition.ok()) return Annotate(partition.status(), "spec.updateStrategy.partition");
   n.partition = *partition;
-  if (spec.partition.is_string() && replicas > 1 && n.partition >= replicas) {
-    int pct = 0;
-    std::string text = spec.partition.get<std::string>();
-    if (absl::SimpleAtoi(text.substr(0, text.size() - 1), &pct) && pct < 100) {
-      n.partition = replicas - 1;  // a percent below 100% leaves a pod to update
-    }
-  }
-  n.partition = std::clamp(n.partition, 0, replicas);
   auto surge = kube::GetScaledValueFromIntOrPercent(spec.max_surge, replicas, true);
   if (!surge.ok()) return Annotate(surge.status(), "spec.updateStrategy.maxSurge");
   n.max_surge = spec.paused ? 0 : std::max(*surge, 0);
@@ -293,8 +187,7 @@ absl::StatusOr<ScaledNumbers> ScaleNumbers(const CloneSetSpec& spec) {
 PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& update_revision,
                 absl::Time now) {
   PodView v;
-  v.name = kube::Name(pod);
-  v.labels = kube::Labels(pod);
+  static_cast<inplace::PodFacts&>(v) = inplace::ReadPodFacts(pod);
   v.finalizers = kube::Finalizers(pod);
   auto label = [&](const char* key) {
     auto it = v.labels.find(key);
@@ -309,11 +202,6 @@ PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& up
       std::find(spec.pods_to_delete.begin(), spec.pods_to_delete.end(), v.name) !=
           spec.pods_to_delete.end();
   v.node = kube::GetString(pod, {"spec", "nodeName"}).value_or("");
-  v.scheduled = !v.node.empty();
-  v.phase = kube::GetString(pod, {"status", "phase"}).value_or("");
-  absl::Time since = absl::InfinitePast();
-  v.ready = ConditionTrue(pod, "Ready", nullptr, &since);
-  if (v.ready) v.ready_since = since;
   bool gate_present = false;
   bool in_place_ready = ConditionTrue(pod, inplace::kInPlaceUpdateReadyCondition, &gate_present);
   v.update_ready = v.ready && (!gate_present || in_place_ready);
@@ -324,15 +212,6 @@ PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& up
   v.available = v.ready_long_enough &&
                 (v.lifecycle_state.empty() || v.lifecycle_state == kStateNormal);
   v.in_place_grace = kube::Annotation(pod, inplace::kInPlaceUpdateGraceAnnotation).has_value();
-  v.created = kube::CreationTimestamp(pod).value_or(absl::InfinitePast());
-  if (const Json* statuses = kube::FindPath(pod, {"status", "containerStatuses"});
-      statuses != nullptr && statuses->is_array()) {
-    for (const Json& c : *statuses) v.restarts += static_cast<int>(kube::IntField(c, "restartCount", 0));
-  }
-  if (auto cost = kube::Annotation(pod, kPodDeletionCostAnnotation); cost.has_value()) {
-    int64_t c = 0;
-    if (absl::SimpleAtoi(*cost, &c)) v.deletion_cost = c;
-  }
   return v;
 }
 
@@ -439,7 +318,7 @@ Diffs CalculateDiffs(const CloneSetSpec& spec, const ScaledNumbers& n,
 }
 
 bool DeleteFirst(const PodView& a, const PodView& b, int rank_a, int rank_b) {
-  return ActiveLess(a, b, rank_a, rank_b, true);
+  return inplace::ActivePodLess(a, b, rank_a, rank_b, true);
 }
 
 std::vector<int> SpreadRanks(
@@ -584,11 +463,9 @@ std::vector<size_t> PlanUpdate(const CloneSetSpec& spec, const Diffs& diffs,
     if (p.lifecycle_state == kStatePreparingDelete || p.lifecycle_state == kStateUpdated) continue;
     order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return ActiveLess(pods[a], pods[b], 0, 0, false);
-  });
-  ApplyPriority(spec.priority_strategy, pods, &order);
-  ApplyScatter(spec.scatter_strategy, pods, &order);
+  std::vector<const inplace::PodFacts*> facts(pods.size());
+  for (size_t i = 0; i < pods.size(); ++i) facts[i] = &pods[i];
+  inplace::SortUpdateOrder(spec.priority_strategy, spec.scatter_strategy, facts, &order);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return (pods[a].lifecycle_state == kStatePreparingUpdate) &&
            (pods[b].lifecycle_state != kStatePreparingUpdate);

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "manager/inplace/update_order.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::cloneset {
@@ -72,27 +73,20 @@ struct ScaledNumbers {
 };
 absl::StatusOr<ScaledNumbers> ScaleNumbers(const CloneSetSpec& spec);
 
-// What the planners need to know about one active pod (not terminating, not finished).
-struct PodView {
-  std::string name;
+// What the planners need to know about one active pod (not terminating, not finished); the
+// update order's facts (name, scheduled, phase, ready, ready_since, created, restarts,
+// deletion_cost, labels) are inplace::PodFacts.
+struct PodView : inplace::PodFacts {
   std::string instance_id;
   std::string revision;            // controller-revision-hash label
   bool updated = false;            // at the update revision
   std::string lifecycle_state;     // lifecycle.apps.kruise.io/state, "" if none
   bool specified_delete = false;   // label apps.kruise.io/specified-delete or in podsToDelete
-  bool scheduled = false;          // spec.nodeName set
   std::string node;
-  std::string phase;               // Pending | Running | Unknown | ...
-  bool ready = false;              // Ready condition True
   bool update_ready = false;       // ready, and InPlaceUpdateReady not False
   bool ready_long_enough = false;  // update_ready for minReadySeconds
   bool available = false;          // ready_long_enough, and lifecycle "" or Normal
   bool in_place_grace = false;     // an in-place update waits out its grace period
-  absl::Time ready_since = absl::InfinitePast();
-  absl::Time created = absl::InfinitePast();
-  int restarts = 0;                // sum over containers
-  int64_t deletion_cost = 0;       // controller.kubernetes.io/pod-deletion-cost
-  std::map<std::string, std::string> labels;
   std::vector<std::string> finalizers;
 };
 

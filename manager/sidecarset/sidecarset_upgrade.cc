@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kube/object.h"
-#include "manager/cloneset/cloneset_plan.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/update_order.h"
 #include "manager/sidecarset/sidecarset_admission.h"
 
 namespace kruise::manager::sidecarset {
@@ -86,10 +86,10 @@ bool Active(const Json& pod) {
   return !kube::IsBeingDeleted(pod) && phase != "Succeeded" && phase != "Failed";
 }
 
-// ClassifySidecarPod, plus the pod as the CloneSet sorter sees it. May throw nlohmann's
-// exceptions (the in-place engine and cloneset::ViewPod read mistyped fields with value()).
+// ClassifySidecarPod, plus the pod as the update order sees it. May throw nlohmann's
+// exceptions (the in-place engine and inplace::ReadPodFacts read mistyped fields with value()).
 SidecarPodInfo ClassifyOrThrow(const SidecarSetUpgradeTarget& t, const Json& pod,
-                               cloneset::PodView* view) {
+                               inplace::PodFacts* view) {
   SidecarPodInfo info;
   auto malformed = [&](const absl::Status& s) {
     info.state = SidecarPodState::kMalformed;
@@ -127,17 +127,14 @@ SidecarPodInfo ClassifyOrThrow(const SidecarSetUpgradeTarget& t, const Json& pod
     }
     info.upgrading = !inplace::InPlaceUpdateCompleted(pod, *state, images, &info.problem);
   }
-  *view = cloneset::ViewPod(pod, cloneset::CloneSetSpec{}, "", absl::UnixEpoch());
+  *view = inplace::ReadPodFacts(pod);
   info.ready = view->ready && !info.upgrading;
-  // Only what the sort reads: none of CloneSet's own states apply.
-  view->ready = view->available = info.ready;
-  view->updated = view->specified_delete = view->in_place_grace = false;
-  view->lifecycle_state.clear();
+  view->ready = info.ready;
   return info;
 }
 
 SidecarPodInfo Classify(const SidecarSetUpgradeTarget& t, const Json& pod,
-                        cloneset::PodView* view) {
+                        inplace::PodFacts* view) {
   try {
     return ClassifyOrThrow(t, pod, view);
   } catch (const nlohmann::json::exception& e) {
@@ -279,7 +276,7 @@ SidecarSetMatcher UpgradeMatcher(const nlohmann::json& sidecarset) {
 
 SidecarPodInfo ClassifySidecarPod(const SidecarSetUpgradeTarget& target,
                                   const nlohmann::json& pod) {
-  cloneset::PodView view;
+  inplace::PodFacts view;
   return upgrade_impl::Classify(target, pod, &view);
 }
 
@@ -287,7 +284,7 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
     const SidecarSetUpgradeTarget& target, const std::vector<const nlohmann::json*>& pods) {
   SidecarSetUpgradePlan plan;
   plan.pods.resize(pods.size());
-  std::vector<cloneset::PodView> views(pods.size());
+  std::vector<inplace::PodFacts> views(pods.size());
   std::vector<const nlohmann::json*> matched;
   for (size_t i = 0; i < pods.size(); ++i) {
     SidecarPodInfo& info = plan.pods[i] = upgrade_impl::Classify(target, *pods[i], &views[i]);
@@ -303,14 +300,16 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
   }
   plan.matched_pods = static_cast<int>(matched.size());
 
-  cloneset::CloneSetSpec scale;
-  scale.replicas = plan.matched_pods;
-  scale.partition = target.partition;
-  scale.max_unavailable = target.max_unavailable;
-  scale.max_surge = 0;  // maxUnavailable rounds up, as OpenKruise's SidecarSet does
-  scale.priority_strategy = target.priority_strategy;
-  scale.scatter_strategy = upgrade_impl::ExpandScatter(target.scatter_strategy, matched);
-  ASSIGN_OR_RETURN(cloneset::ScaledNumbers numbers, cloneset::ScaleNumbers(scale));
+  const nlohmann::json scatter = upgrade_impl::ExpandScatter(target.scatter_strategy, matched);
+  auto partition = inplace::ScalePartition(target.partition, plan.matched_pods);
+  if (!partition.ok()) return Annotate(partition.status(), "spec.updateStrategy.partition");
+  // maxUnavailable rounds up, as OpenKruise's SidecarSet does.
+  auto max_unavailable =
+      kube::GetScaledValueFromIntOrPercent(target.max_unavailable, plan.matched_pods, true);
+  if (!max_unavailable.ok()) {
+    return Annotate(max_unavailable.status(), "spec.updateStrategy.maxUnavailable");
+  }
+  const int max_unavailable_pods = std::max(*max_unavailable, 0);
 
   if (target.paused) {
     plan.held = "spec.updateStrategy.paused is true";
@@ -326,28 +325,25 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
     ASSIGN_OR_RETURN(selector, kube::LabelSelector::FromJson(target.selector));
   }
   std::vector<size_t> candidates;  // into pods
-  std::vector<cloneset::PodView> candidate_views;
+  std::vector<const inplace::PodFacts*> candidate_views;
   for (size_t i = 0; i < pods.size(); ++i) {
     const SidecarPodInfo& info = plan.pods[i];
     if (info.state != SidecarPodState::kUpgradable || info.upgrading) continue;
     if (selector.has_value() && !selector->Matches(views[i].labels)) continue;
     candidates.push_back(i);
-    candidate_views.push_back(views[i]);
+    candidate_views.push_back(&views[i]);
   }
-  // The sort only: no count or budget limit here (applied below, OpenKruise's way).
-  cloneset::Diffs unlimited;
-  unlimited.update = INT_MAX;
-  unlimited.update_max_unavailable = INT_MAX;
-  std::vector<size_t> order;
+  std::vector<size_t> order(candidates.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   try {
-    order = cloneset::PlanUpdate(scale, unlimited, candidate_views);
+    inplace::SortUpdateOrder(target.priority_strategy, scatter, candidate_views, &order);
   } catch (const nlohmann::json::exception& e) {
     // A hand-made target with a strategy ParseSidecarSetUpgradeTarget would have refused.
     return absl::InvalidArgumentError(
         absl::StrCat("spec.updateStrategy: priorityStrategy or scatterStrategy: ", e.what()));
   }
 
-  const int wanted = static_cast<int>(order.size()) - numbers.partition;
+  const int wanted = static_cast<int>(order.size()) - *partition;
   if (wanted <= 0) return plan;
   order.resize(wanted);
   int unavailable = 0;
@@ -357,7 +353,7 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
   for (size_t k : order) {
     const size_t i = candidates[k];
     if (plan.pods[i].ready) {
-      if (unavailable >= numbers.max_unavailable) break;
+      if (unavailable >= max_unavailable_pods) break;
       ++unavailable;
     }
     plan.upgrade.push_back(i);

@@ -28,7 +28,7 @@
 //  - Nothing is picked when spec.updateStrategy.paused, when its type is NotUpdate, or with a
 //    HotUpgrade container. Candidates: upgradable pods, matching updateStrategy.selector when set,
 //    not upgrading (a pod still finishing an earlier upgrade waits).
-//  - Order (OpenKruise's SortUpdateIndexes, through cloneset::PlanUpdate): priorityStrategy
+//  - Order (OpenKruise's SortUpdateIndexes, inplace::SortUpdateOrder): priorityStrategy
 //    (weightPriority / orderPriority, as CloneSet) first, then scatterStrategy (value "*" stands
 //    for each value the pods have for the key), then Kubernetes' ActivePods order: unscheduled,
 //    Pending < Unknown < Running, not ready first, ready for less time, more restarts, newer, name.
