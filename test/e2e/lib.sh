@@ -25,6 +25,21 @@ result() {
   RESULTS+=("$*")
   say "ok   $*"
 }
+# step N TEXT / step_done RESULT: a numbered step and its timed result line.
+step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
+step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
+# require_free_ports SETTING PORT...: dies (removing $WORK) when something listens on a port;
+# SETTING names the variable that moves the ports.
+require_free_ports() {
+  local setting=$1 port
+  shift
+  for port in "$@"; do
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
+      [ -n "${WORK:-}" ] && rm -rf "$WORK"
+      die "port $port is in use ($setting)"
+    }
+  done
+}
 # wait_for SECONDS WHAT COMMAND...: polls COMMAND every 0.2 s until it succeeds; dies after SECONDS
 # with WHAT as the reason.
 wait_for() {

@@ -45,15 +45,8 @@ NS=kruise-e2e-cloneset
 REG=$KUBE_LOCAL_REGISTRY
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cloneset-e2e.XXXXXX")
 PIDS=()
-step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
-step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
 
-for port in $(seq "$BASE" $((BASE + 5))); do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
-    rm -rf "$WORK"
-    die "port $port is in use (KRUISE_E2E_CLONESET_PORT_BASE)"
-  }
-done
+require_free_ports KRUISE_E2E_CLONESET_PORT_BASE $(seq "$BASE" $((BASE + 5)))
 
 cleanup() {
   local rc=$?

@@ -111,12 +111,7 @@ step_done() {
 }
 
 # Before any cleanup trap: a busy port may be another run of this test.
-for port in "$HOOK_A" "$HOOK_B" "$HEALTH_A" "$HEALTH_B" "$METRICS_A" "$METRICS_B" "${PROXY#*:}"; do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
-    rm -rf "$WORK"
-    die "port $port is in use (KRUISE_E2E_MANAGER_PORT_BASE)"
-  }
-done
+require_free_ports KRUISE_E2E_MANAGER_PORT_BASE "$HOOK_A" "$HOOK_B" "$HEALTH_A" "$HEALTH_B" "$METRICS_A" "$METRICS_B" "${PROXY#*:}"
 
 # --- cleanup -------------------------------------------------------------------------------------
 alive() { # PID: running and not a zombie

@@ -44,15 +44,8 @@ SET=test-sidecarset
 REG=$KUBE_LOCAL_REGISTRY
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sidecarset-e2e.XXXXXX")
 PIDS=()
-step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
-step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
 
-for port in $(seq "$BASE" $((BASE + 2))); do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
-    rm -rf "$WORK"
-    die "port $port is in use (KRUISE_E2E_SIDECARSET_PORT_BASE)"
-  }
-done
+require_free_ports KRUISE_E2E_SIDECARSET_PORT_BASE $(seq "$BASE" $((BASE + 2)))
 
 cleanup() {
   local rc=$?
