@@ -41,15 +41,8 @@ REG=$KUBE_LOCAL_REGISTRY
 NODES_FOUND=$KUBE_LOCAL_NODES
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nodes-e2e.XXXXXX")
 PIDS=()
-step() { say "=== step $1: $2"; STEP_T=$(now_ms); STEP=$1; }
-step_done() { result "step $STEP ($(secs $(($(now_ms) - STEP_T)))s): $*"; }
 
-for port in "$BASE" $((BASE + 1)) $((BASE + 2)) $((BASE + 3)); do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || {
-    rm -rf "$WORK"
-    die "port $port is in use (KRUISE_E2E_NODES_PORT_BASE)"
-  }
-done
+require_free_ports KRUISE_E2E_NODES_PORT_BASE "$BASE" $((BASE + 1)) $((BASE + 2)) $((BASE + 3))
 
 reload_env() { # after `up --nodes N`: the per-node variables changed
   # shellcheck disable=SC1090
@@ -141,11 +134,13 @@ agents_ready() {
 }
 wait_for 150 "a Ready agent on each of the 3 nodes" agents_ready
 AGENTS_MS=$(($(now_ms) - t))
-# img-gone is larger: its job (parallelism 1, through the proxy) must outlast `up --nodes 2`.
-for name in all par zone names pod gone; do
+# img-gone20 is larger: its job (parallelism 1, through the 1 MiB/s proxy: 20 s a node, 60 s for
+# three) must outlast `up --nodes 2`, which on a loaded machine outlasted the pulls of an 8 MiB
+# image.
+for name in all par zone names pod gone20; do
   curl -sfI -H "$ACCEPT" "http://$REG/v2/$REPO/img-$name/manifests/1" >/dev/null && continue
   mib=2
-  [ "$name" = gone ] && mib=8
+  [ "$name" = gone20 ] && mib=20
   make_image "$WORK/img-$name" "$mib" >"$WORK/img-$name.log" 2>&1 || die "building image img-$name"
   skopeo copy --quiet --dest-tls-verify=false "oci:$WORK/img-$name:1" "docker://$REG/$REPO/img-$name:1" ||
     die "pushing $REPO/img-$name:1"
@@ -283,7 +278,7 @@ step_done "completed by kl-node-2's agent (${AGENT[kl-node-2]}) only; restartCou
 
 # --- 6. a node deleted during a job -------------------------------------------------------------
 step 6 "a node deleted during a job (up --nodes 2)"
-IMG=$PROXY/$REPO/img-gone:1
+IMG=$PROXY/$REPO/img-gone20:1
 make_job del "$IMG" "parallelism: 1"
 t=$(now_ms)
 ni_pulling() { # -> a node whose NodeImage reports the tag Pulling
@@ -292,7 +287,7 @@ ni_pulling() { # -> a node whose NodeImage reports the tag Pulling
     | .metadata.name][0] // empty')
   [ -n "$PULLING_NODE" ]
 }
-wait_for 60 "a node Pulling img-gone" ni_pulling
+wait_for 60 "a node Pulling img-gone20" ni_pulling
 "$KL/up" --nodes 2 --quiet >"$WORK/up2.log" 2>&1 || die "up --nodes 2: $(tail -3 "$WORK/up2.log")"
 DELETED_MS=$(($(now_ms) - t))
 ! job_completed del || die "job del completed before kl-node-3 was deleted: the test needs a slower pull"
@@ -303,7 +298,7 @@ ni_gone() { ! k get nodeimages.apps.kruise.io kl-node-3 >/dev/null 2>&1; }
 wait_for 60 "NodeImage kl-node-3 to be deleted with its Node" ni_gone
 expect_status del 2 2
 reload_env
-[ "$(nodes_with "$IMG")" = "localhost kl-node-2" ] || die "img-gone is on '$(nodes_with "$IMG")'"
+[ "$(nodes_with "$IMG")" = "localhost kl-node-2" ] || die "img-gone20 is on '$(nodes_with "$IMG")'"
 step_done "node kl-node-3 deleted while $PULLING_NODE pulled ($(secs "$DELETED_MS")s into the job); job completed $(job_status del); NodeImage kl-node-3 deleted"
 
 say "all passed in $((SECONDS - T0))s"
