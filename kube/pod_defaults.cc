@@ -6,8 +6,8 @@
 #include "nlohmann/json.hpp"
 
 namespace kruise::kube {
-// Named, not anonymous: kruise_kube is a unity build.
-namespace pod_defaults {
+
+namespace json_defaults {
 
 using Json = nlohmann::json;
 
@@ -20,7 +20,7 @@ void DefaultIfUnset(Json* obj, const char* key, Json value) {
   if (Absent(*obj, key)) (*obj)[key] = std::move(value);
 }
 
-void DefaultIfEmptyString(Json* obj, const char* key, const char* value) {
+void DefaultIfEmptyString(Json* obj, const char* key, const std::string& value) {
   auto it = obj->find(key);
   if (it == obj->end() || it->is_null() ||
       (it->is_string() && it->get_ref<const std::string&>().empty())) {
@@ -28,26 +28,37 @@ void DefaultIfEmptyString(Json* obj, const char* key, const char* value) {
   }
 }
 
-void DefaultIfZero(Json* obj, const char* key, int64_t value) {
-  auto it = obj->find(key);
-  if (it == obj->end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) {
-    (*obj)[key] = value;
-  }
+Json* ObjectMember(Json* obj, const char* key) {
+  if (Absent(*obj, key)) (*obj)[key] = Json::object();
+  Json& v = (*obj)[key];
+  return v.is_object() ? &v : nullptr;
 }
 
-// An existing object member; nullptr when absent or not an object.
 Json* ExistingObject(Json* obj, const char* key) {
   auto it = obj->find(key);
   return it != obj->end() && it->is_object() ? &*it : nullptr;
 }
 
-// Calls `fn` on every object element of the array member `key`.
-template <typename Fn>
-void ForEachObject(Json* obj, const char* key, Fn fn) {
+void ForEachObject(Json* obj, const char* key, absl::FunctionRef<void(Json*)> fn) {
   auto it = obj->find(key);
   if (it == obj->end() || !it->is_array()) return;
   for (Json& e : *it) {
     if (e.is_object()) fn(&e);
+  }
+}
+
+}  // namespace json_defaults
+
+// Named, not anonymous: kruise_kube is a unity build.
+namespace pod_defaults {
+
+using Json = nlohmann::json;
+using namespace json_defaults;  // NOLINT(build/namespaces): the building blocks above
+
+void DefaultIfZero(Json* obj, const char* key, int64_t value) {
+  auto it = obj->find(key);
+  if (it == obj->end() || it->is_null() || (it->is_number() && it->get<double>() == 0)) {
+    (*obj)[key] = value;
   }
 }
 
@@ -89,16 +100,16 @@ std::string DefaultPullPolicy(const nlohmann::json& image) {
 }
 
 void DefaultFieldRef(nlohmann::json* owner) {
-  if (nlohmann::json* ref = pod_defaults::ExistingObject(owner, "fieldRef")) {
-    pod_defaults::DefaultIfEmptyString(ref, "apiVersion", "v1");
+  if (nlohmann::json* ref = json_defaults::ExistingObject(owner, "fieldRef")) {
+    json_defaults::DefaultIfEmptyString(ref, "apiVersion", "v1");
   }
 }
 
 void DefaultContainerFields(nlohmann::json* c, bool host_network) {
-  pod_defaults::DefaultIfEmptyString(c, "terminationMessagePath", "/dev/termination-log");
-  pod_defaults::DefaultIfEmptyString(c, "terminationMessagePolicy", "File");
-  pod_defaults::ForEachObject(c, "ports", [host_network](nlohmann::json* port) {
-    pod_defaults::DefaultIfEmptyString(port, "protocol", "TCP");
+  json_defaults::DefaultIfEmptyString(c, "terminationMessagePath", "/dev/termination-log");
+  json_defaults::DefaultIfEmptyString(c, "terminationMessagePolicy", "File");
+  json_defaults::ForEachObject(c, "ports", [host_network](nlohmann::json* port) {
+    json_defaults::DefaultIfEmptyString(port, "protocol", "TCP");
     if (host_network) {
       auto cp = port->find("containerPort");
       if (cp != port->end() && cp->is_number_integer()) {
@@ -106,19 +117,19 @@ void DefaultContainerFields(nlohmann::json* c, bool host_network) {
       }
     }
   });
-  pod_defaults::ForEachObject(c, "env", [](nlohmann::json* env) {
-    if (nlohmann::json* from = pod_defaults::ExistingObject(env, "valueFrom")) {
+  json_defaults::ForEachObject(c, "env", [](nlohmann::json* env) {
+    if (nlohmann::json* from = json_defaults::ExistingObject(env, "valueFrom")) {
       DefaultFieldRef(from);
     }
   });
   pod_defaults::DefaultProbe(c, "livenessProbe");
   pod_defaults::DefaultProbe(c, "readinessProbe");
   pod_defaults::DefaultProbe(c, "startupProbe");
-  if (nlohmann::json* lifecycle = pod_defaults::ExistingObject(c, "lifecycle")) {
-    if (nlohmann::json* h = pod_defaults::ExistingObject(lifecycle, "postStart")) {
+  if (nlohmann::json* lifecycle = json_defaults::ExistingObject(c, "lifecycle")) {
+    if (nlohmann::json* h = json_defaults::ExistingObject(lifecycle, "postStart")) {
       pod_defaults::DefaultHttpGet(h);
     }
-    if (nlohmann::json* h = pod_defaults::ExistingObject(lifecycle, "preStop")) {
+    if (nlohmann::json* h = json_defaults::ExistingObject(lifecycle, "preStop")) {
       pod_defaults::DefaultHttpGet(h);
     }
   }
@@ -130,26 +141,26 @@ void DefaultVolumeFields(nlohmann::json* v) {
     if (it.key() != "name" && !it->is_null()) has_source = true;
   }
   if (!has_source) (*v)["emptyDir"] = nlohmann::json::object();
-  if (nlohmann::json* hp = pod_defaults::ExistingObject(v, "hostPath")) {
-    pod_defaults::DefaultIfUnset(hp, "type", "");
+  if (nlohmann::json* hp = json_defaults::ExistingObject(v, "hostPath")) {
+    json_defaults::DefaultIfUnset(hp, "type", "");
   }
   for (const char* key : {"secret", "configMap"}) {
-    if (nlohmann::json* src = pod_defaults::ExistingObject(v, key)) {
-      pod_defaults::DefaultIfUnset(src, "defaultMode", 420);
+    if (nlohmann::json* src = json_defaults::ExistingObject(v, key)) {
+      json_defaults::DefaultIfUnset(src, "defaultMode", 420);
     }
   }
-  if (nlohmann::json* dapi = pod_defaults::ExistingObject(v, "downwardAPI")) {
-    pod_defaults::DefaultIfUnset(dapi, "defaultMode", 420);
-    pod_defaults::ForEachObject(dapi, "items", DefaultFieldRef);
+  if (nlohmann::json* dapi = json_defaults::ExistingObject(v, "downwardAPI")) {
+    json_defaults::DefaultIfUnset(dapi, "defaultMode", 420);
+    json_defaults::ForEachObject(dapi, "items", DefaultFieldRef);
   }
-  if (nlohmann::json* projected = pod_defaults::ExistingObject(v, "projected")) {
-    pod_defaults::DefaultIfUnset(projected, "defaultMode", 420);
-    pod_defaults::ForEachObject(projected, "sources", [](nlohmann::json* source) {
-      if (nlohmann::json* dapi = pod_defaults::ExistingObject(source, "downwardAPI")) {
-        pod_defaults::ForEachObject(dapi, "items", DefaultFieldRef);
+  if (nlohmann::json* projected = json_defaults::ExistingObject(v, "projected")) {
+    json_defaults::DefaultIfUnset(projected, "defaultMode", 420);
+    json_defaults::ForEachObject(projected, "sources", [](nlohmann::json* source) {
+      if (nlohmann::json* dapi = json_defaults::ExistingObject(source, "downwardAPI")) {
+        json_defaults::ForEachObject(dapi, "items", DefaultFieldRef);
       }
-      if (nlohmann::json* token = pod_defaults::ExistingObject(source, "serviceAccountToken")) {
-        pod_defaults::DefaultIfUnset(token, "expirationSeconds", 3600);
+      if (nlohmann::json* token = json_defaults::ExistingObject(source, "serviceAccountToken")) {
+        json_defaults::DefaultIfUnset(token, "expirationSeconds", 3600);
       }
     });
   }

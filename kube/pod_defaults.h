@@ -11,9 +11,27 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "nlohmann/json_fwd.hpp"
 
 namespace kruise::kube {
+
+// The building blocks, also for the workload webhooks' own defaults (CloneSet, SidecarSet).
+namespace json_defaults {
+// Member `key` absent or null (Go's nil).
+bool Absent(const nlohmann::json& obj, const char* key);
+void DefaultIfUnset(nlohmann::json* obj, const char* key, nlohmann::json value);
+// Also when the member is "" (Go cannot tell it from unset).
+void DefaultIfEmptyString(nlohmann::json* obj, const char* key, const std::string& value);
+// The object member `key`, created empty when absent or null; nullptr when it holds something
+// else (left as it is for validation to report).
+nlohmann::json* ObjectMember(nlohmann::json* obj, const char* key);
+// An existing object member; nullptr when absent or not an object.
+nlohmann::json* ExistingObject(nlohmann::json* obj, const char* key);
+// `fn` on every object element of the array member `key`.
+void ForEachObject(nlohmann::json* obj, const char* key,
+                   absl::FunctionRef<void(nlohmann::json*)> fn);
+}  // namespace json_defaults
 
 // Kubernetes' pull-policy rule: Always for the tag "latest" (or no tag and no digest),
 // IfNotPresent otherwise (also for a non-string or a reference it cannot parse, such as "").

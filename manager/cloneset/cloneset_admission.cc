@@ -29,46 +29,12 @@ using kube::Json;
 // null (Go's nil), or, for strings and the probe counters, empty/zero (Go cannot tell those from
 // unset either).
 
-bool Absent(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null();
-}
-
-void DefaultIfUnset(Json* obj, const char* key, Json value) {
-  if (Absent(*obj, key)) (*obj)[key] = std::move(value);
-}
-
-void DefaultIfEmptyString(Json* obj, const char* key, const char* value) {
-  auto it = obj->find(key);
-  if (it == obj->end() || it->is_null() ||
-      (it->is_string() && it->get_ref<const std::string&>().empty())) {
-    (*obj)[key] = value;
-  }
-}
-
-// The object member `key`, created empty when absent or null; nullptr when it holds something
-// else (left as it is for validation to report).
-Json* ObjectMember(Json* obj, const char* key) {
-  if (Absent(*obj, key)) (*obj)[key] = Json::object();
-  Json& v = (*obj)[key];
-  return v.is_object() ? &v : nullptr;
-}
-
-// An existing object member; nullptr when absent or not an object.
-Json* ExistingObject(Json* obj, const char* key) {
-  auto it = obj->find(key);
-  return it != obj->end() && it->is_object() ? &*it : nullptr;
-}
-
-// Calls `fn` on every object element of the array member `key`.
-template <typename Fn>
-void ForEachObject(Json* obj, const char* key, Fn fn) {
-  auto it = obj->find(key);
-  if (it == obj->end() || !it->is_array()) return;
-  for (Json& e : *it) {
-    if (e.is_object()) fn(&e);
-  }
-}
+using kube::json_defaults::Absent;
+using kube::json_defaults::DefaultIfEmptyString;
+using kube::json_defaults::DefaultIfUnset;
+using kube::json_defaults::ExistingObject;
+using kube::json_defaults::ForEachObject;
+using kube::json_defaults::ObjectMember;
 
 void DefaultContainer(Json* c, bool init_container, bool host_network) {
   if (init_container) {

@@ -44,59 +44,28 @@ constexpr char kPatchMergeJson[] = "MergePatchJson";
 // null (Go's nil), or, for strings and the probe counters, empty/zero (Go cannot tell those apart
 // from unset either).
 
-bool Unset(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null();
-}
+using kube::json_defaults::Absent;
+using kube::json_defaults::DefaultIfEmptyString;
+using kube::json_defaults::DefaultIfUnset;
+using kube::json_defaults::ExistingObject;
+using kube::json_defaults::ForEachObject;
+using kube::json_defaults::ObjectMember;
 
-void SetIfUnset(Json* obj, const char* key, Json value) {
-  if (Unset(*obj, key)) (*obj)[key] = std::move(value);
-}
-
-void SetIfEmptyString(Json* obj, const char* key, const std::string& value) {
-  auto it = obj->find(key);
-  if (it == obj->end() || it->is_null() ||
-      (it->is_string() && it->get_ref<const std::string&>().empty())) {
-    (*obj)[key] = value;
-  }
-}
-
-// The object member `key`, created empty when absent or null; nullptr when it holds something else.
-Json* EnsureObject(Json* obj, const char* key) {
-  if (Unset(*obj, key)) (*obj)[key] = Json::object();
-  Json& v = (*obj)[key];
-  return v.is_object() ? &v : nullptr;
-}
-
-// An existing object member; nullptr when absent or not an object.
-Json* ObjectAt(Json* obj, const char* key) {
-  auto it = obj->find(key);
-  return it != obj->end() && it->is_object() ? &*it : nullptr;
-}
-
-template <typename Fn>
-void EachObject(Json* obj, const char* key, Fn fn) {
-  auto it = obj->find(key);
-  if (it == obj->end() || !it->is_array()) return;
-  for (Json& e : *it) {
-    if (e.is_object()) fn(&e);
-  }
-}
 
 void DefaultSidecar(Json* c, const char* inject_policy) {
-  SetIfEmptyString(c, "podInjectPolicy", inject_policy);
-  if (Json* us = EnsureObject(c, "upgradeStrategy")) {
-    SetIfEmptyString(us, "upgradeType", kColdUpgrade);
+  DefaultIfEmptyString(c, "podInjectPolicy", inject_policy);
+  if (Json* us = ObjectMember(c, "upgradeStrategy")) {
+    DefaultIfEmptyString(us, "upgradeType", kColdUpgrade);
   }
-  if (Json* svp = EnsureObject(c, "shareVolumePolicy")) {
-    SetIfEmptyString(svp, "type", kShareDisabled);
+  if (Json* svp = ObjectMember(c, "shareVolumePolicy")) {
+    DefaultIfEmptyString(svp, "type", kShareDisabled);
   }
-  EachObject(c, "transferEnv", [](Json* t) {
-    if (Json* from = ObjectAt(t, "sourceContainerNameFrom")) kube::DefaultFieldRef(from);
+  ForEachObject(c, "transferEnv", [](Json* t) {
+    if (Json* from = ExistingObject(t, "sourceContainerNameFrom")) kube::DefaultFieldRef(from);
   });
   // The core/v1 Container part (a sidecar's ports are not on the pod's host network here).
   const Json* image = Field(*c, "image");
-  SetIfEmptyString(c, "imagePullPolicy",
+  DefaultIfEmptyString(c, "imagePullPolicy",
                    kube::DefaultPullPolicy(image != nullptr ? *image : Json()));
   kube::DefaultContainerFields(c, /*host_network=*/false);
 }
@@ -953,26 +922,26 @@ nlohmann::json DefaultsOf(const nlohmann::json& ss) {
   namespace impl = admission_impl;
   kube::Json out = ss;
   if (!out.is_object()) return out;
-  kube::Json* spec = impl::EnsureObject(&out, "spec");
+  kube::Json* spec = impl::ObjectMember(&out, "spec");
   if (spec == nullptr) return out;
-  if (kube::Json* us = impl::EnsureObject(spec, "updateStrategy")) {
-    impl::SetIfEmptyString(us, "type", impl::kRollingUpdate);
-    impl::SetIfUnset(us, "partition", 0);
-    impl::SetIfUnset(us, "maxUnavailable", 1);
+  if (kube::Json* us = impl::ObjectMember(spec, "updateStrategy")) {
+    impl::DefaultIfEmptyString(us, "type", impl::kRollingUpdate);
+    impl::DefaultIfUnset(us, "partition", 0);
+    impl::DefaultIfUnset(us, "maxUnavailable", 1);
   }
-  if (kube::Json* is = impl::EnsureObject(spec, "injectionStrategy")) {
-    if (kube::Json* rev = impl::ObjectAt(is, "revision")) {
-      impl::SetIfEmptyString(rev, "policy", impl::kRevisionAlways);
+  if (kube::Json* is = impl::ObjectMember(spec, "injectionStrategy")) {
+    if (kube::Json* rev = impl::ExistingObject(is, "revision")) {
+      impl::DefaultIfEmptyString(rev, "policy", impl::kRevisionAlways);
     }
   }
-  impl::EachObject(spec, "initContainers",
+  impl::ForEachObject(spec, "initContainers",
                    [](kube::Json* c) { impl::DefaultSidecar(c, impl::kAfterApp); });
-  impl::EachObject(spec, "containers",
+  impl::ForEachObject(spec, "containers",
                    [](kube::Json* c) { impl::DefaultSidecar(c, impl::kBeforeApp); });
-  impl::EachObject(spec, "volumes", kube::DefaultVolumeFields);
-  impl::SetIfUnset(spec, "revisionHistoryLimit", 10);
-  impl::EachObject(spec, "patchPodMetadata", [](kube::Json* patch) {
-    impl::SetIfEmptyString(patch, "patchPolicy", impl::kPatchRetain);
+  impl::ForEachObject(spec, "volumes", kube::DefaultVolumeFields);
+  impl::DefaultIfUnset(spec, "revisionHistoryLimit", 10);
+  impl::ForEachObject(spec, "patchPodMetadata", [](kube::Json* patch) {
+    impl::DefaultIfEmptyString(patch, "patchPolicy", impl::kPatchRetain);
   });
   return out;
 }
