@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
@@ -54,13 +55,20 @@ class SharedInformers {
       if (kube::HasController(pod)) return {};
       return {kube::Namespace(pod)};
     };
-    o.indexers[kInjectedSidecarSetIndex] = [](const kube::Json& pod) -> std::vector<std::string> {
-      const kube::Json* list =
-          kube::FindPath(pod, {"metadata", "annotations", "kruise.io/sidecarset-injected-list"});
-      if (list == nullptr || !list->is_string()) return {};
-      return absl::StrSplit(list->get_ref<const std::string&>(), ',', absl::SkipEmpty());
-    };
+    o.indexers[kInjectedSidecarSetIndex] = InjectedSidecarSets;
     return o;
+  }
+  // The names in a pod's kruise.io/sidecarset-injected-list (comma-separated, blanks trimmed).
+  static std::vector<std::string> InjectedSidecarSets(const kube::Json& pod) {
+    std::vector<std::string> out;
+    const kube::Json* list =
+        kube::FindPath(pod, {"metadata", "annotations", "kruise.io/sidecarset-injected-list"});
+    if (list == nullptr || !list->is_string()) return out;
+    for (absl::string_view name :
+         absl::StrSplit(list->get_ref<const std::string&>(), ',', absl::SkipWhitespace())) {
+      out.emplace_back(absl::StripAsciiWhitespace(name));
+    }
+    return out;
   }
   // Register() time only (before Manager::Run).
   kube::Informer* Pods() { return Named("pods", &PodOptions); }

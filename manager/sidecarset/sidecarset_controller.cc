@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "kube/errors.h"
@@ -21,13 +20,7 @@ using Json = nlohmann::json;
 
 std::vector<kube::Request> SidecarSetsOfPod(const Json& pod) {
   std::vector<kube::Request> out;
-  const Json* list =
-      kube::FindPath(pod, {"metadata", "annotations", kSidecarSetInjectedListAnnotation});
-  if (list == nullptr || !list->is_string()) return out;
-  for (absl::string_view name :
-       absl::StrSplit(list->get_ref<const std::string&>(), ',', absl::SkipWhitespace())) {
-    out.push_back({"", std::string(absl::StripAsciiWhitespace(name))});
-  }
+  for (std::string& name : SharedInformers::InjectedSidecarSets(pod)) out.push_back({"", name});
   return out;
 }
 

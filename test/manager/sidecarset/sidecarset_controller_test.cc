@@ -362,6 +362,9 @@ TEST(SidecarSetsOfPod, ReadsTheInjectedList) {
   }
   EXPECT_THAT(names, ::testing::ElementsAre("a", "b", "c"));
   EXPECT_THAT(SidecarSetsOfPod(Json::object()), ::testing::IsEmpty());
+  // The pod cache's index reads the list the same way (the controller looks pods up by it).
+  EXPECT_THAT(SharedInformers::PodOptions().indexers[SharedInformers::kInjectedSidecarSetIndex](pod),
+              ::testing::ElementsAre("a", "b", "c"));
 }
 
 }  // namespace controller_test
