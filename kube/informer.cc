@@ -88,7 +88,13 @@ void CompactPodForWorkloads(Json& pod) {
     if (const Json* conds = Field(*st, "conditions"); conds != nullptr && conds->is_array()) {
       status["conditions"] = Json::array();
       for (const Json& c : *conds) {
-        status["conditions"].push_back(Pick(c, {"type", "status", "lastTransitionTime", "reason"}));
+        Json kept = Pick(c, {"type", "status", "lastTransitionTime", "reason"});
+        // The SidecarSet controller merges its entry into this condition's message (one entry
+        // per SidecarSet, OpenKruise's format): only pods with injected sidecars have it.
+        if (c.is_object() && c.value("type", Json()) == "SidecarSetUpgradable") {
+          kept.update(Pick(c, {"message"}));
+        }
+        status["conditions"].push_back(std::move(kept));
       }
     }
     if (const Json* cs = Field(*st, "containerStatuses"); cs != nullptr && cs->is_array()) {

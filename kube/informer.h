@@ -69,7 +69,8 @@ void CompactPodForControllers(Json& pod);
 // What the workload controllers (CloneSet, ...) read of the pods they own: metadata (labels,
 // annotations, owners, finalizers, times), spec.nodeName, readinessGates, containers' names and
 // images; status phase, conditions (type, status, lastTransitionTime, reason) and container
-// statuses (name, image, imageID, containerID, restartCount, ready, running.startedAt). Writers
+// statuses (name, image, imageID, containerID, restartCount, ready, running.startedAt), and the
+// message of condition SidecarSetUpgradable (the SidecarSet controller merges into it). Writers
 // must patch single fields (a whole condition written back from this cache would lose its
 // message).
 void CompactPodForWorkloads(Json& pod);

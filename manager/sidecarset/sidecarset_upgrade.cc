@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "kube/object.h"
 #include "manager/inplace/inplace_update.h"
@@ -86,6 +87,96 @@ bool Active(const Json& pod) {
   return !kube::IsBeingDeleted(pod) && phase != "Succeeded" && phase != "Failed";
 }
 
+int ContainerIndex(const Json& pod, const std::string& name) {
+  const Json* cs = kube::FindPath(pod, {"spec", "containers"});
+  if (cs == nullptr || !cs->is_array()) return -1;
+  for (size_t i = 0; i < cs->size(); ++i) {
+    if (Str((*cs)[i], "name") == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Ready in the pod's container statuses.
+bool ContainerReady(const Json& pod, const std::string& name) {
+  const Json* ss = kube::FindPath(pod, {"status", "containerStatuses"});
+  if (ss == nullptr || !ss->is_array()) return false;
+  for (const Json& s : *ss) {
+    if (Str(s, "name") != name) continue;
+    const Json& r = Member(s, "ready");
+    return r.is_boolean() && r.get<bool>();
+  }
+  return false;
+}
+
+// kruise.io/sidecarset-working-hotupgrade-container: sidecar name -> working container.
+absl::StatusOr<std::map<std::string, std::string>> ReadWorking(
+    const std::map<std::string, std::string>& annotations) {
+  std::map<std::string, std::string> out;
+  auto it = annotations.find(kSidecarSetWorkingHotUpgradeContainerAnnotation);
+  if (it == annotations.end() || it->second.empty()) return out;
+  Json parsed = Json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("pod annotation ",
+                                                   kSidecarSetWorkingHotUpgradeContainerAnnotation,
+                                                   " is not a JSON object"));
+  }
+  for (auto e = parsed.begin(); e != parsed.end(); ++e) {
+    if (!e.value().is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pod annotation ", kSidecarSetWorkingHotUpgradeContainerAnnotation,
+                       ": the entry of ", e.key(), " is not a string"));
+    }
+    out[e.key()] = e.value().get<std::string>();
+  }
+  return out;
+}
+
+std::string VersionKey(const std::string& container) {
+  return absl::StrCat(kSidecarSetVersionAnnotationPrefix, container);
+}
+std::string VersionAltKey(const std::string& container) {
+  return absl::StrCat(kSidecarSetVersionAltAnnotationPrefix, container);
+}
+
+// A hot sidecar as a pod holds it.
+struct HotPair {
+  const SidecarSetUpgradeTarget::HotSidecar* sidecar = nullptr;
+  std::string working, idle;  // container names
+  int working_index = -1, idle_index = -1;
+  std::string working_image, idle_image;
+};
+
+// The pairs the pod has both containers of; the names of those it lacks go to `missing`.
+std::vector<HotPair> HotPairs(const SidecarSetUpgradeTarget& t, const Json& pod,
+                              const std::map<std::string, std::string>& working,
+                              std::vector<std::string>* missing) {
+  std::vector<HotPair> out;
+  for (const SidecarSetUpgradeTarget::HotSidecar& h : t.hot) {
+    const std::string n1 = h.name + "-1", n2 = h.name + "-2";
+    auto w = working.find(h.name);
+    // OpenKruise's GetPodHotUpgradeContainers: <name>-1 only when the annotation says so.
+    const bool first = w != working.end() && w->second == n1;
+    HotPair p;
+    p.sidecar = &h;
+    p.working = first ? n1 : n2;
+    p.idle = first ? n2 : n1;
+    p.working_index = ContainerIndex(pod, p.working);
+    p.idle_index = ContainerIndex(pod, p.idle);
+    if (p.working_index < 0 || p.idle_index < 0) {
+      if (missing != nullptr) {
+        for (const std::string& n : {n1, n2}) {
+          if (ContainerIndex(pod, n) < 0) missing->push_back(n);
+        }
+      }
+      continue;
+    }
+    p.working_image = ContainerImage(pod, p.working);
+    p.idle_image = ContainerImage(pod, p.idle);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // ClassifySidecarPod, plus the pod as the update order sees it. May throw nlohmann's
 // exceptions (the in-place engine and inplace::ReadPodFacts read mistyped fields with value()).
 SidecarPodInfo ClassifyOrThrow(const SidecarSetUpgradeTarget& t, const Json& pod,
@@ -128,6 +219,46 @@ SidecarPodInfo ClassifyOrThrow(const SidecarSetUpgradeTarget& t, const Json& pod
     info.upgrading = !inplace::InPlaceUpdateCompleted(pod, *state, images, &info.problem);
   }
   *view = inplace::ReadPodFacts(pod);
+  if (!t.hot.empty()) {
+    auto working = ReadWorking(annotations);
+    if (!working.ok()) return malformed(working.status());
+    std::set<std::string> idle;
+    std::vector<std::string> busy;  // idle containers not on hotUpgradeEmptyImage
+    for (const HotPair& p : HotPairs(t, pod, *working, nullptr)) {
+      idle.insert(p.idle);
+      if (p.idle_image != p.sidecar->empty_image) busy.push_back(p.idle);
+    }
+    if (!busy.empty()) {
+      // OpenKruise's isHotUpgradingReady: Running and Ready, or every container but the idle
+      // ones ready.
+      bool ready = view->phase == "Running" && view->ready;
+      if (!ready) {
+        ready = true;
+        const Json* ss = kube::FindPath(pod, {"status", "containerStatuses"});
+        if (ss != nullptr && ss->is_array()) {
+          for (const Json& s : *ss) {
+            if (idle.count(Str(s, "name")) == 0 && !ContainerReady(pod, Str(s, "name"))) {
+              ready = false;
+            }
+          }
+        }
+      }
+      const std::string names = absl::StrJoin(busy, ", ");
+      if (info.upgrading) {
+        // Step 1's container has not restarted yet: info.problem says which.
+      } else if (ready) {
+        info.hot_reset = true;
+        info.problem = absl::StrCat("hot upgrade: old container(s) ", names,
+                                    " to go back to hotUpgradeEmptyImage");
+      } else {
+        info.problem = absl::StrCat(
+            "hot upgrade: waiting for the upgraded container(s) to be "
+            "ready before resetting ",
+            names);
+      }
+      info.upgrading = true;
+    }
+  }
   info.ready = view->ready && !info.upgrading;
   view->ready = info.ready;
   return info;
@@ -195,6 +326,13 @@ absl::StatusOr<SidecarSetUpgradeTarget> ParseSidecarSetUpgradeTarget(const nlohm
     t.containers.push_back(name.get<std::string>());
     t.images[name.get<std::string>()] = image.get<std::string>();
     if (kube::GetString(c, {"upgradeStrategy", "upgradeType"}).value_or("") == "HotUpgrade") {
+      const std::string empty =
+          kube::GetString(c, {"upgradeStrategy", "hotUpgradeEmptyImage"}).value_or("");
+      if (empty.empty()) {
+        return Invalid(field + ".upgradeStrategy.hotUpgradeEmptyImage",
+                       "a non-empty string for a HotUpgrade container");
+      }
+      t.hot.push_back({name.get<std::string>(), image.get<std::string>(), empty});
       t.hot_upgrade = true;
     }
   }
@@ -261,6 +399,7 @@ absl::StatusOr<SidecarSetUpgradeTarget> ParseSidecarSetUpgradeTarget(const nlohm
   t.hash = SidecarSetRecordedHash(set);
   t.hash_without_image = SidecarSetRecordedHashWithoutImage(set);
   t.latest_revision = kube::GetString(set, {"status", "latestRevision"}).value_or("");
+  t.resource_version = kube::ResourceVersion(set);
   return t;
 }
 
@@ -315,8 +454,6 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
     plan.held = "spec.updateStrategy.paused is true";
   } else if (target.not_update) {
     plan.held = "spec.updateStrategy.type is NotUpdate";
-  } else if (target.hot_upgrade) {
-    plan.held = "the set has HotUpgrade containers, which are not upgraded (cold upgrade only)";
   }
   if (!plan.held.empty()) return plan;
 
@@ -324,6 +461,16 @@ absl::StatusOr<SidecarSetUpgradePlan> PlanSidecarSetUpgrade(
   if (!target.selector.is_null()) {
     ASSIGN_OR_RETURN(selector, kube::LabelSelector::FromJson(target.selector));
   }
+  for (size_t i : plan.not_upgradable) {
+    if (!selector.has_value() || selector->Matches(views[i].labels)) {
+      plan.mark_not_upgradable.push_back(i);
+    }
+  }
+  // Hot upgrades to finish come first; that round picks no new pod (OpenKruise).
+  for (size_t i = 0; i < pods.size(); ++i) {
+    if (plan.pods[i].hot_reset) plan.reset.push_back(i);
+  }
+  if (!plan.reset.empty()) return plan;
   std::vector<size_t> candidates;  // into pods
   std::vector<const inplace::PodFacts*> candidate_views;
   for (size_t i = 0; i < pods.size(); ++i) {
@@ -365,10 +512,6 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
                                                        const nlohmann::json& pod, absl::Time now) {
   using upgrade_impl::Entries;
   using upgrade_impl::OrderedJson;
-  if (target.hot_upgrade) {
-    return absl::UnimplementedError(absl::StrCat(
-        "SidecarSet ", target.name, " has HotUpgrade containers: only cold upgrades are done"));
-  }
   if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
   const std::string pod_name = kube::Name(pod);
   const std::string rv = kube::ResourceVersion(pod);
@@ -391,6 +534,12 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
   auto states =
       upgrade_impl::ReadEntries(annotations, kSidecarSetInPlaceUpdateStateAnnotation, false);
   if (!states.ok()) return Annotate(states.status(), context);
+  std::map<std::string, std::string> working;
+  if (!target.hot.empty()) {
+    auto w = upgrade_impl::ReadWorking(annotations);
+    if (!w.ok()) return Annotate(w.status(), context);
+    working = std::move(*w);
+  }
 
   auto entry = hashes->find(target.name);
   if (entry == hashes->end()) {
@@ -405,11 +554,16 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
         absl::StrCat(context, " is not upgradable: SidecarSet ", target.name,
                      " changed more than images since it was injected (applies to new pods only)"));
   }
+  std::set<std::string> hot_names;
+  for (const auto& h : target.hot) hot_names.insert(h.name);
   for (const std::string& c : target.containers) {
+    if (hot_names.count(c) > 0) continue;
     bool found = false;
     upgrade_impl::ContainerImage(pod, c, &found);
     if (!found) patch.missing.push_back(c);
   }
+  std::vector<upgrade_impl::HotPair> pairs;
+  if (!target.hot.empty()) pairs = upgrade_impl::HotPairs(target, pod, working, &patch.missing);
   if (!patch.missing.empty()) return patch;
 
   patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}});
@@ -418,12 +572,52 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
   for (size_t i = 0; i < containers->size(); ++i) {
     const nlohmann::json& c = (*containers)[i];
     auto it = target.images.find(upgrade_impl::Str(c, "name"));
-    if (it == target.images.end() || upgrade_impl::Str(c, "image") == it->second) continue;
+    if (it == target.images.end() || hot_names.count(it->first) > 0 ||
+        upgrade_impl::Str(c, "image") == it->second) {
+      continue;
+    }
     patch.ops.push_back({{"op", "replace"},
                          {"path", absl::StrCat("/spec/containers/", i, "/image")},
                          {"value", it->second}});
     patch.containers.push_back(it->first);
     update.container_images[it->first] = it->second;
+  }
+  // Hot sidecars, step 1: the new image goes to the idle container, which becomes the working one.
+  std::map<std::string, std::string> version_ops;  // annotation -> value
+  bool working_changed = false;
+  for (const upgrade_impl::HotPair& p : pairs) {
+    const auto& h = *p.sidecar;
+    // OpenKruise's findContainerToHotUpgrade: the one on the empty image (-1 first), else the
+    // one not ready while the other is, else the idle one.
+    const std::string n1 = h.name + "-1";
+    const std::string& image1 = p.working == n1 ? p.working_image : p.idle_image;
+    const std::string& image2 = p.working == n1 ? p.idle_image : p.working_image;
+    const std::string n2 = h.name + "-2";
+    std::string pick;
+    if (image1 == h.empty_image) {
+      pick = n1;
+    } else if (image2 == h.empty_image) {
+      pick = n2;
+    } else {
+      const bool r1 = upgrade_impl::ContainerReady(pod, n1),
+                 r2 = upgrade_impl::ContainerReady(pod, n2);
+      pick = r1 && !r2 ? n2 : !r1 && r2 ? n1 : p.idle;
+    }
+    const std::string old = pick == n1 ? n2 : n1;
+    if (upgrade_impl::ContainerImage(pod, old) == h.image) continue;  // already runs it
+    const int index = upgrade_impl::ContainerIndex(pod, pick);
+    patch.ops.push_back({{"op", "replace"},
+                         {"path", absl::StrCat("/spec/containers/", index, "/image")},
+                         {"value", h.image}});
+    patch.containers.push_back(pick);
+    update.container_images[pick] = h.image;
+    working_changed |= working[h.name] != pick;
+    working[h.name] = pick;
+    auto old_version = annotations.find(upgrade_impl::VersionKey(old));
+    version_ops[upgrade_impl::VersionKey(pick)] = target.resource_version;
+    version_ops[upgrade_impl::VersionAltKey(pick)] =
+        old_version == annotations.end() ? "" : old_version->second;
+    version_ops[upgrade_impl::VersionAltKey(old)] = target.resource_version;
   }
 
   const std::string timestamp = kube::FormatRfc3339(now);
@@ -452,6 +646,17 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
   };
   set_annotation(kSidecarSetHashAnnotation, *hashes);
   set_annotation(kSidecarSetHashWithoutImageAnnotation, *without);
+  if (working_changed) {
+    nlohmann::json w = nlohmann::json::object();
+    for (const auto& [k, v] : working) w[k] = v;
+    patch.ops.push_back(
+        {{"op", "add"},
+         {"path", (base / kSidecarSetWorkingHotUpgradeContainerAnnotation).to_string()},
+         {"value", w.dump()}});
+  }
+  for (const auto& [k, v] : version_ops) {
+    patch.ops.push_back({{"op", "add"}, {"path", (base / k).to_string()}, {"value", v}});
+  }
   if (!update.container_images.empty()) {
     OrderedJson state;
     try {  // the engine reads the container statuses with value(): a mistyped field throws
@@ -466,6 +671,164 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
     set_annotation(kSidecarSetInPlaceUpdateStateAnnotation, *states);
   }
   return patch;
+}
+
+absl::StatusOr<SidecarPodPatch> SidecarPodHotUpgradeResetPatch(
+    const SidecarSetUpgradeTarget& target, const nlohmann::json& pod, absl::Time now) {
+  using upgrade_impl::OrderedJson;
+  if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
+  const std::string context = absl::StrCat("pod ", kube::Name(pod));
+  const std::string rv = kube::ResourceVersion(pod);
+  if (rv.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": metadata.resourceVersion is required (the patch's guard)"));
+  }
+  const nlohmann::json* containers = kube::FindPath(pod, {"spec", "containers"});
+  if (containers == nullptr || !containers->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": spec.containers is not a list"));
+  }
+  const std::map<std::string, std::string> annotations = kube::Annotations(pod);
+  auto working = upgrade_impl::ReadWorking(annotations);
+  if (!working.ok()) return Annotate(working.status(), context);
+  auto states =
+      upgrade_impl::ReadEntries(annotations, kSidecarSetInPlaceUpdateStateAnnotation, false);
+  if (!states.ok()) return Annotate(states.status(), context);
+
+  SidecarPodPatch patch;
+  patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}});
+  inplace::InPlaceUpdateSpec update;
+  update.revision = target.hash;
+  if (auto s = states->find(target.name); s != states->end()) {
+    if (auto r = s->second.find("revision"); r != s->second.end() && r->is_string()) {
+      update.revision = r->get<std::string>();
+    }
+  }
+  std::map<std::string, std::string> version_ops;
+  for (const upgrade_impl::HotPair& p : upgrade_impl::HotPairs(target, pod, *working, nullptr)) {
+    if (p.idle_image == p.sidecar->empty_image) continue;
+    patch.ops.push_back({{"op", "replace"},
+                         {"path", absl::StrCat("/spec/containers/", p.idle_index, "/image")},
+                         {"value", p.sidecar->empty_image}});
+    patch.containers.push_back(p.idle);
+    update.container_images[p.idle] = p.sidecar->empty_image;
+    version_ops[upgrade_impl::VersionKey(p.idle)] = "0";
+    version_ops[upgrade_impl::VersionAltKey(p.working)] = "0";
+  }
+  if (patch.containers.empty()) return SidecarPodPatch{};
+  const nlohmann::json::json_pointer base("/metadata/annotations");
+  for (const auto& [k, v] : version_ops) {
+    patch.ops.push_back({{"op", "add"}, {"path", (base / k).to_string()}, {"value", v}});
+  }
+  OrderedJson state;
+  try {
+    state = OrderedJson::parse(
+        inplace::FormatInPlaceUpdateState(inplace::NewInPlaceUpdateState(pod, update, now)),
+        nullptr, /*allow_exceptions=*/false);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": status.containerStatuses: ", e.what()));
+  }
+  (*states)[target.name] = std::move(state);
+  patch.ops.push_back({{"op", "add"},
+                       {"path", (base / kSidecarSetInPlaceUpdateStateAnnotation).to_string()},
+                       {"value", upgrade_impl::Dump(*states)}});
+  return patch;
+}
+
+namespace {
+namespace upgrade_impl {
+
+// The pod's SidecarSetUpgradable condition and its index, or null.
+const nlohmann::json* UpgradableCondition(const nlohmann::json& pod, size_t* index) {
+  const nlohmann::json* conds = kube::FindPath(pod, {"status", "conditions"});
+  if (conds == nullptr || !conds->is_array()) return nullptr;
+  for (size_t i = 0; i < conds->size(); ++i) {
+    if (Str((*conds)[i], "type") == kSidecarSetUpgradableCondition) {
+      if (index != nullptr) *index = i;
+      return &(*conds)[i];
+    }
+  }
+  return nullptr;
+}
+
+// The condition's message as set name -> upgradable; anything else reads as empty.
+nlohmann::json UpgradableEntries(const nlohmann::json* cond) {
+  nlohmann::json kv = nlohmann::json::object();
+  if (cond == nullptr) return kv;
+  nlohmann::json parsed =
+      nlohmann::json::parse(Str(*cond, "message"), nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) return kv;
+  for (auto e = parsed.begin(); e != parsed.end(); ++e) {
+    if (!e.value().is_boolean()) return kv;
+  }
+  return parsed;
+}
+
+}  // namespace upgrade_impl
+}  // namespace
+
+absl::StatusOr<nlohmann::json> SidecarSetUpgradableConditionPatch(const std::string& set_name,
+                                                                  const nlohmann::json& pod,
+                                                                  bool upgradable, absl::Time now) {
+  using upgrade_impl::Str;
+  if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
+  const std::string rv = kube::ResourceVersion(pod);
+  if (rv.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pod ", kube::Name(pod), ": metadata.resourceVersion is required (the patch's guard)"));
+  }
+  size_t index = 0;
+  const nlohmann::json* cond = upgrade_impl::UpgradableCondition(pod, &index);
+  nlohmann::json kv = upgrade_impl::UpgradableEntries(cond);
+  kv[set_name] = upgradable;
+  bool all = true;
+  for (auto e = kv.begin(); e != kv.end(); ++e) all = all && e.value().get<bool>();
+  // Go's encoding/json of a map: keys sorted, compact (set names need no escaping).
+  const std::map<std::string, std::string> want = {
+      {"status", all ? "True" : "False"},
+      {"reason", all ? "AllSidecarsetUpgradable" : "UpdateImmutableField"},
+      {"message", kv.dump()}};
+  nlohmann::json ops = nlohmann::json::array();
+  if (cond != nullptr && Str(*cond, "status") == want.at("status") &&
+      Str(*cond, "reason") == want.at("reason") && Str(*cond, "message") == want.at("message")) {
+    return ops;
+  }
+  ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}});
+  const std::string time = kube::FormatRfc3339(now);
+  if (cond != nullptr) {
+    const std::string at = absl::StrCat("/status/conditions/", index, "/");
+    for (const char* f : {"status", "reason", "message"}) {
+      if (Str(*cond, f) != want.at(f)) {
+        ops.push_back({{"op", "add"}, {"path", at + f}, {"value", want.at(f)}});
+      }
+    }
+    if (Str(*cond, "status") != want.at("status")) {
+      ops.push_back({{"op", "add"}, {"path", at + "lastTransitionTime"}, {"value", time}});
+    }
+    return ops;
+  }
+  const nlohmann::json* status = kube::FindPath(pod, {"status"});
+  if (status == nullptr || !status->is_object()) {
+    ops.push_back({{"op", "add"}, {"path", "/status"}, {"value", nlohmann::json::object()}});
+  }
+  const nlohmann::json* conds = kube::FindPath(pod, {"status", "conditions"});
+  if (conds == nullptr || !conds->is_array()) {
+    ops.push_back(
+        {{"op", "add"}, {"path", "/status/conditions"}, {"value", nlohmann::json::array()}});
+  }
+  nlohmann::json c = {{"type", kSidecarSetUpgradableCondition}};
+  for (const auto& [f, v] : want) c[f] = v;
+  c["lastTransitionTime"] = time;
+  ops.push_back({{"op", "add"}, {"path", "/status/conditions/-"}, {"value", c}});
+  return ops;
+}
+
+bool MarkedNotUpgradable(const std::string& set_name, const nlohmann::json& pod) {
+  if (!pod.is_object()) return false;
+  const nlohmann::json kv =
+      upgrade_impl::UpgradableEntries(upgrade_impl::UpgradableCondition(pod, nullptr));
+  auto it = kv.find(set_name);
+  return it != kv.end() && !it->get<bool>();
 }
 
 }  // namespace kruise::manager::sidecarset

@@ -393,13 +393,11 @@ TEST(PlanSidecarSetUpgrade, HeldSelectedAndNotUpgradable) {
   pods.push_back(Pod("broken", Kind::kOld, true,
                      R"({"metadata": {"annotations": {"kruise.io/sidecarset-hash": "["}}})"));
 
-  for (const char* held :
-       {R"({"updateStrategy": {"paused": true}})", R"({"updateStrategy": {"type": "NotUpdate"}})",
-        R"({"containers": [{"name": "log", "image": "fluentd:2",
-                               "upgradeStrategy": {"upgradeType": "HotUpgrade",
-                                                   "hotUpgradeEmptyImage": "empty:1"}}]})"}) {
+  for (const char* held : {R"({"updateStrategy": {"paused": true}})",
+                           R"({"updateStrategy": {"type": "NotUpdate"}})"}) {
     SidecarSetUpgradePlan plan = Plan(Target(held), pods);
     EXPECT_THAT(plan.upgrade, IsEmpty()) << held;
+    EXPECT_THAT(plan.mark_not_upgradable, IsEmpty()) << held;
     EXPECT_FALSE(plan.held.empty()) << held;
     EXPECT_EQ(plan.matched_pods, 4) << held;  // counts are still given
   }
@@ -411,6 +409,7 @@ TEST(PlanSidecarSetUpgrade, HeldSelectedAndNotUpgradable) {
               pods);
   EXPECT_THAT(Names(pods, plan.upgrade), ElementsAre("old-1"));
   EXPECT_THAT(Names(pods, plan.not_upgradable), ElementsAre("stale"));
+  EXPECT_THAT(plan.mark_not_upgradable, IsEmpty());  // outside updateStrategy.selector
   EXPECT_EQ(plan.pods[3].state, SidecarPodState::kNotUpgradable);
   EXPECT_EQ(plan.pods[4].state, SidecarPodState::kNotMatched);
   EXPECT_EQ(plan.pods[5].state, SidecarPodState::kMalformed);
@@ -419,6 +418,7 @@ TEST(PlanSidecarSetUpgrade, HeldSelectedAndNotUpgradable) {
   // Not-upgradable pods never count as candidates, so partition compares with the others only.
   plan = Plan(Target(R"({"updateStrategy": {"maxUnavailable": 5, "partition": 1}})"), pods);
   EXPECT_EQ(plan.upgrade.size(), 2u);
+  EXPECT_THAT(Names(pods, plan.mark_not_upgradable), ElementsAre("stale"));
 }
 
 TEST(PlanSidecarSetUpgrade, Order) {
@@ -598,11 +598,14 @@ TEST(SidecarPodUpgradePatch, Errors) {
   stranger["metadata"]["annotations"][kSidecarSetHashAnnotation] = R"({"other-set": "x"})";
   Json mistyped = Pod("p", Kind::kOld);
   mistyped["status"]["containerStatuses"][1]["restartCount"] = "zero";
+  Json bad_working = Pod("p", Kind::kOld);
+  bad_working["metadata"]["annotations"][kSidecarSetWorkingHotUpgradeContainerAnnotation] = "[";
   const std::vector<Case> cases = {
-      {"hot upgrade",
+      {"hot upgrade, working annotation not an object",
        R"({"containers": [{"name": "log", "image": "fluentd:2", "upgradeStrategy":
            {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"}}]})",
-       Pod("p", Kind::kOld), absl::StatusCode::kUnimplemented, "only cold upgrades"},
+       bad_working, absl::StatusCode::kInvalidArgument,
+       "kruise.io/sidecarset-working-hotupgrade-container is not a JSON object"},
       {"not an object", "{}", Json(5), absl::StatusCode::kInvalidArgument, "not an object"},
       {"no resourceVersion", "{}", no_rv, absl::StatusCode::kInvalidArgument,
        "metadata.resourceVersion is required"},
@@ -654,6 +657,377 @@ TEST(SidecarSetUpgrade, NeverThrowsOnOddPods) {
     EXPECT_NO_THROW((void)SidecarPodUpgradePatch(t, p, kNow));
   }
   EXPECT_EQ(plan->pods[9].state, SidecarPodState::kMalformed);
+}
+
+// ---- Hot upgrade --------------------------------------------------------------------------
+
+constexpr char kHotSpec[] = R"({"containers": [{"name": "log", "image": "IMAGE",
+    "upgradeStrategy": {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"}}]})";
+
+// The hot SidecarSet log-set at `image` (resourceVersion 77), `strategy` its updateStrategy.
+SidecarSetUpgradeTarget HotTarget(const std::string& image = "fluentd:2",
+                                  const std::string& strategy = "{}") {
+  std::string spec = kHotSpec;
+  spec.replace(spec.find("IMAGE"), 5, image);
+  Json patch = Json::parse(spec);
+  patch["updateStrategy"] = Json::parse(strategy);
+  Json set = Set(patch.dump(), image);
+  set["metadata"]["resourceVersion"] = "77";
+  auto t = ParseSidecarSetUpgradeTarget(set);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : SidecarSetUpgradeTarget{};
+}
+
+Json ContainerStatus(const std::string& name, const std::string& id, const std::string& image) {
+  return {{"name", name},
+          {"image", image},
+          {"imageID", "sha256:" + id},
+          {"containerID", "containerd://" + id},
+          {"restartCount", 0},
+          {"ready", true},
+          {"state", {{"running", {{"startedAt", "2025-11-01T00:00:30Z"}}}}}};
+}
+
+// A pod injected by the hot log-set at `image` (log-1 working on it, log-2 idle on empty:1), as
+// our webhook writes it.
+Json HotPod(const std::string& name, const std::string& image = "fluentd:1", bool ready = true) {
+  const SidecarSetUpgradeTarget at = HotTarget(image);
+  nlohmann::ordered_json entry = {{"updateTimestamp", "2025-11-01T00:00:00Z"},
+                                  {"hash", at.hash},
+                                  {"sidecarSetName", kSet},
+                                  {"sidecarList", {"log"}}};
+  nlohmann::ordered_json entry_wo = entry;
+  entry_wo["hash"] = at.hash_without_image;
+  Json pod = Pod(name, Kind::kOld, ready);
+  Json& a = pod["metadata"]["annotations"];
+  a[kSidecarSetHashAnnotation] = nlohmann::ordered_json({{kSet, entry}}).dump();
+  a[kSidecarSetHashWithoutImageAnnotation] = nlohmann::ordered_json({{kSet, entry_wo}}).dump();
+  a[kSidecarSetWorkingHotUpgradeContainerAnnotation] = R"({"log":"log-1"})";
+  a["version.sidecarset.kruise.io/log-1"] = "1";
+  a["versionalt.sidecarset.kruise.io/log-1"] = "0";
+  a["version.sidecarset.kruise.io/log-2"] = "0";
+  a["versionalt.sidecarset.kruise.io/log-2"] = "1";
+  pod["spec"]["containers"] = {{{"name", "app"}, {"image", "nginx:1"}},
+                               {{"name", "log-1"}, {"image", image}},
+                               {{"name", "log-2"}, {"image", "empty:1"}}};
+  pod["status"]["containerStatuses"] = {ContainerStatus("app", "app", "nginx:1"),
+                                        ContainerStatus("log-1", "log1-a", image),
+                                        ContainerStatus("log-2", "log2-a", "empty:1")};
+  return pod;
+}
+
+// The kubelet restarting container `i` (the same index in spec and statuses) after the patch.
+void Restart(Json* pod, size_t i, const std::string& id, bool ready = true) {
+  Json& s = (*pod)["status"]["containerStatuses"][i];
+  s["image"] = (*pod)["spec"]["containers"][i]["image"];
+  s["containerID"] = "containerd://" + id;
+  s["ready"] = ready;
+  s["state"]["running"]["startedAt"] = "2025-11-26T12:00:05Z";
+}
+
+// How many of the pair run a real image (not empty:1, as their status says) and are ready.
+int RealAndReady(const Json& pod) {
+  int n = 0;
+  for (size_t i : {1u, 2u}) {
+    const Json& s = pod["status"]["containerStatuses"][i];
+    n += s["image"] != "empty:1" && s["ready"] == true;
+  }
+  return n;
+}
+
+std::string Ann(const Json& pod, const std::string& key) {
+  return pod["metadata"]["annotations"].value(key, "<none>");
+}
+
+TEST(HotUpgrade, TargetReadsTheHotSidecars) {
+  SidecarSetUpgradeTarget t = HotTarget();
+  EXPECT_TRUE(t.hot_upgrade);
+  ASSERT_EQ(t.hot.size(), 1u);
+  EXPECT_EQ(t.hot[0].name, "log");
+  EXPECT_EQ(t.hot[0].image, "fluentd:2");
+  EXPECT_EQ(t.hot[0].empty_image, "empty:1");
+  EXPECT_EQ(t.resource_version, "77");
+  Json bad = Set(R"({"containers": [{"name": "log", "image": "fluentd:2",
+                     "upgradeStrategy": {"upgradeType": "HotUpgrade"}}]})");
+  auto parsed = ParseSidecarSetUpgradeTarget(bad);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()),
+              HasSubstr("spec.containers[0].upgradeStrategy.hotUpgradeEmptyImage"));
+}
+
+TEST(HotUpgrade, TwoStepsKeepOneWorkingSidecar) {
+  const SidecarSetUpgradeTarget t = HotTarget("fluentd:2");
+  Json pod = HotPod("p");
+  SidecarPodInfo info = ClassifySidecarPod(t, pod);
+  EXPECT_EQ(info.state, SidecarPodState::kUpgradable);
+  EXPECT_FALSE(info.upgrading);
+  EXPECT_EQ(RealAndReady(pod), 1);
+
+  // Step 1: the idle container log-2 gets the image and becomes the working one.
+  auto patch = SidecarPodUpgradePatch(t, pod, kNow);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_THAT(patch->containers, ElementsAre("log-2"));
+  EXPECT_EQ(patch->ops[0]["op"], "test");
+  EXPECT_EQ(
+      patch->ops[1],
+      Json({{"op", "replace"}, {"path", "/spec/containers/2/image"}, {"value", "fluentd:2"}}));
+  for (const Json& op : patch->ops) {
+    EXPECT_NE(op["path"], "/spec/containers/1/image") << "the working container is not touched";
+  }
+  pod = Apply(pod, *patch);
+  EXPECT_EQ(pod["spec"]["containers"][1]["image"], "fluentd:1");
+  EXPECT_EQ(pod["spec"]["containers"][2]["image"], "fluentd:2");
+  EXPECT_EQ(Ann(pod, kSidecarSetWorkingHotUpgradeContainerAnnotation), R"({"log":"log-2"})");
+  EXPECT_EQ(Ann(pod, "version.sidecarset.kruise.io/log-2"), "77");
+  EXPECT_EQ(Ann(pod, "versionalt.sidecarset.kruise.io/log-2"), "1");  // log-1's version
+  EXPECT_EQ(Ann(pod, "versionalt.sidecarset.kruise.io/log-1"), "77");
+  EXPECT_EQ(Ann(pod, "version.sidecarset.kruise.io/log-1"), "1");
+  Json state = Json::parse(Ann(pod, kSidecarSetInPlaceUpdateStateAnnotation));
+  EXPECT_TRUE(state[kSet]["lastContainerStatuses"].contains("log-2"));
+  EXPECT_FALSE(state[kSet]["lastContainerStatuses"].contains("log-1"));
+  info = ClassifySidecarPod(t, pod);
+  EXPECT_EQ(info.state, SidecarPodState::kUpdated);
+  EXPECT_TRUE(info.upgrading);
+  EXPECT_FALSE(info.ready);
+  EXPECT_FALSE(info.hot_reset);
+  EXPECT_EQ(RealAndReady(pod), 1);  // log-1 still runs fluentd:1
+
+  // The kubelet restarts log-2 on the new image, not ready yet: no reset.
+  Restart(&pod, 2, "log2-b", /*ready=*/false);
+  pod["status"]["conditions"][0]["status"] = "False";
+  info = ClassifySidecarPod(t, pod);
+  EXPECT_TRUE(info.upgrading);
+  EXPECT_FALSE(info.hot_reset);
+  EXPECT_THAT(info.problem, HasSubstr("waiting for the upgraded container(s) to be ready"));
+  // Ready: step 2 is due (every container but the idle log-1 is ready, the pod need not be).
+  pod["status"]["containerStatuses"][2]["ready"] = true;
+  info = ClassifySidecarPod(t, pod);
+  EXPECT_TRUE(info.upgrading);
+  EXPECT_TRUE(info.hot_reset) << info.problem;
+  EXPECT_EQ(RealAndReady(pod), 2);
+
+  // Step 2: the old container goes back to the empty image; the hashes are not touched.
+  auto reset = SidecarPodHotUpgradeResetPatch(t, pod, kNow);
+  ASSERT_TRUE(reset.ok()) << reset.status();
+  EXPECT_THAT(reset->containers, ElementsAre("log-1"));
+  EXPECT_EQ(reset->ops[0]["op"], "test");
+  EXPECT_EQ(reset->ops[1],
+            Json({{"op", "replace"}, {"path", "/spec/containers/1/image"}, {"value", "empty:1"}}));
+  for (const Json& op : reset->ops) {
+    EXPECT_NE(op["path"], "/metadata/annotations/kruise.io~1sidecarset-hash");
+  }
+  pod = Apply(pod, *reset);
+  EXPECT_EQ(pod["spec"]["containers"][1]["image"], "empty:1");
+  EXPECT_EQ(Ann(pod, "version.sidecarset.kruise.io/log-1"), "0");
+  EXPECT_EQ(Ann(pod, "versionalt.sidecarset.kruise.io/log-2"), "0");
+  EXPECT_EQ(Ann(pod, "version.sidecarset.kruise.io/log-2"), "77");
+  EXPECT_EQ(RealAndReady(pod), 2);  // log-1 still runs fluentd:1 until the kubelet restarts it
+  info = ClassifySidecarPod(t, pod);
+  EXPECT_EQ(info.state, SidecarPodState::kUpdated);
+  EXPECT_TRUE(info.upgrading);  // until the kubelet restarted log-1
+  EXPECT_FALSE(info.hot_reset);
+  // Nothing more to reset.
+  auto again = SidecarPodHotUpgradeResetPatch(t, pod, kNow);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->ops.empty());
+
+  // log-1 restarted on the empty image (same digest or not): the pod is updated and ready.
+  Restart(&pod, 1, "log1-b");
+  pod["status"]["conditions"][0]["status"] = "True";
+  info = ClassifySidecarPod(t, pod);
+  EXPECT_FALSE(info.upgrading) << info.problem;
+  EXPECT_TRUE(info.ready);
+  EXPECT_EQ(RealAndReady(pod), 1);
+  patch = SidecarPodUpgradePatch(t, pod, kNow);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_TRUE(patch->ops.empty());  // already updated
+
+  // The next image goes to log-1 (now on the empty image) and log-1 works again.
+  const SidecarSetUpgradeTarget t3 = HotTarget("fluentd:3");
+  patch = SidecarPodUpgradePatch(t3, pod, kNow);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_THAT(patch->containers, ElementsAre("log-1"));
+  pod = Apply(pod, *patch);
+  EXPECT_EQ(Ann(pod, kSidecarSetWorkingHotUpgradeContainerAnnotation), R"({"log":"log-1"})");
+  EXPECT_EQ(Ann(pod, "versionalt.sidecarset.kruise.io/log-1"), "77");  // log-2's version
+  EXPECT_EQ(pod["spec"]["containers"][2]["image"], "fluentd:2");
+}
+
+TEST(HotUpgrade, ContainerChoiceAndCases) {
+  const SidecarSetUpgradeTarget t = HotTarget("fluentd:3");
+  // Both on real images (an earlier upgrade not reset): the one not ready is upgraded...
+  Json pod = HotPod("p");
+  pod["spec"]["containers"][2]["image"] = "fluentd:2";
+  pod["status"]["containerStatuses"][1]["ready"] = false;
+  auto patch = SidecarPodUpgradePatch(t, pod, kNow);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_THAT(patch->containers, ElementsAre("log-1"));
+  // ... else the idle one (log-2: log-1 is working).
+  pod["status"]["containerStatuses"][1]["ready"] = true;
+  patch = SidecarPodUpgradePatch(t, pod, kNow);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_THAT(patch->containers, ElementsAre("log-2"));
+  // No working annotation: OpenKruise reads <name>-2 as working, so log-1 is idle.
+  pod["metadata"]["annotations"].erase(kSidecarSetWorkingHotUpgradeContainerAnnotation);
+  patch = SidecarPodUpgradePatch(t, pod, kNow);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_THAT(patch->containers, ElementsAre("log-1"));
+
+  // The working container already runs the image (a set migrated with another hash): only the
+  // bookkeeping changes, the working annotation stays.
+  Json same = HotPod("s", "fluentd:3");
+  same["metadata"]["annotations"][kSidecarSetHashAnnotation] =
+      Json({{kSet, {{"hash", "older"}}}}).dump();
+  patch = SidecarPodUpgradePatch(t, same, kNow);
+  ASSERT_TRUE(patch.ok()) << patch.status();
+  EXPECT_THAT(patch->containers, IsEmpty());
+  ASSERT_EQ(patch->ops.size(), 3u) << patch->ops.dump(1);  // test + two hash annotations
+
+  // A pod lacking one of the pair is not patched.
+  Json lacking = HotPod("l");
+  lacking["spec"]["containers"].erase(2);
+  patch = SidecarPodUpgradePatch(t, lacking, kNow);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_THAT(patch->missing, ElementsAre("log-2"));
+  EXPECT_TRUE(patch->ops.empty());
+
+  // Malformed: the working annotation is classified, and refused by both patches.
+  Json bad = HotPod("b");
+  bad["metadata"]["annotations"][kSidecarSetWorkingHotUpgradeContainerAnnotation] = R"({"log": 1})";
+  EXPECT_EQ(ClassifySidecarPod(t, bad).state, SidecarPodState::kMalformed);
+  EXPECT_EQ(SidecarPodUpgradePatch(t, bad, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SidecarPodHotUpgradeResetPatch(t, bad, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Json no_rv = HotPod("r");
+  no_rv["metadata"].erase("resourceVersion");
+  EXPECT_EQ(SidecarPodHotUpgradeResetPatch(t, no_rv, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NO_THROW((void)SidecarPodHotUpgradeResetPatch(t, Json(5), kNow));
+}
+
+// A hot pod after step 1 (log-2 on `image`, working); `restarted`: the kubelet restarted log-2.
+Json HotMidPod(const std::string& name, bool restarted, const SidecarSetUpgradeTarget& t) {
+  Json pod = HotPod(name);
+  auto patch = SidecarPodUpgradePatch(t, pod, kNow);
+  EXPECT_TRUE(patch.ok()) << patch.status();
+  pod = Apply(pod, *patch);
+  if (restarted) Restart(&pod, 2, "log2-b");
+  return pod;
+}
+
+TEST(HotUpgrade, PlanResetsFirstAndCountsHotPodsAsUnavailable) {
+  const SidecarSetUpgradeTarget t = HotTarget("fluentd:2", R"({"maxUnavailable": 2})");
+  std::vector<Json> pods = {HotPod("old-0"), HotPod("old-1"), HotPod("old-2"),
+                            HotMidPod("mid", /*restarted=*/false, t)};
+  SidecarSetUpgradePlan plan = Plan(t, pods);
+  EXPECT_THAT(plan.reset, IsEmpty());
+  EXPECT_THAT(Names(pods, plan.upgrade), ElementsAre("old-0"));  // "mid" uses one of 2
+  EXPECT_EQ(plan.updated_pods, 1);
+  EXPECT_EQ(plan.ready_pods, 3);
+  EXPECT_EQ(plan.updated_ready_pods, 0);
+
+  // Its new container runs and is ready: reset it, and pick nobody else this round.
+  pods[3] = HotMidPod("mid", /*restarted=*/true, t);
+  plan = Plan(t, pods);
+  EXPECT_THAT(Names(pods, plan.reset), ElementsAre("mid"));
+  EXPECT_THAT(plan.upgrade, IsEmpty());
+  EXPECT_EQ(plan.ready_pods, 3);  // mid is not ready until both steps are done
+
+  // Paused: nothing reset either.
+  plan = Plan(HotTarget("fluentd:2", R"({"maxUnavailable": 2, "paused": true})"), pods);
+  EXPECT_THAT(plan.reset, IsEmpty());
+  EXPECT_FALSE(plan.held.empty());
+
+  // Reset done and the old container restarted: ready again, the budget is free.
+  pods[3] = Apply(pods[3], *SidecarPodHotUpgradeResetPatch(t, pods[3], kNow));
+  plan = Plan(t, pods);
+  EXPECT_THAT(plan.reset, IsEmpty());
+  EXPECT_EQ(plan.upgrade.size(), 1u);  // still mid: its reset container has not restarted
+  Restart(&pods[3], 1, "log1-b");
+  plan = Plan(t, pods);
+  EXPECT_EQ(plan.upgrade.size(), 2u);
+  EXPECT_EQ(plan.updated_ready_pods, 1);
+
+  // Partition and maxUnavailable as for cold pods.
+  pods = {HotPod("a"), HotPod("b"), HotPod("c")};
+  plan = Plan(HotTarget("fluentd:2", R"({"partition": 2, "maxUnavailable": 3})"), pods);
+  EXPECT_EQ(plan.upgrade.size(), 1u);
+  plan = Plan(HotTarget("fluentd:2"), pods);  // maxUnavailable 1
+  EXPECT_EQ(plan.upgrade.size(), 1u);
+}
+
+// ---- SidecarSetUpgradable ---------------------------------------------------------------
+
+Json ApplyOps(const Json& pod, const Json& ops) { return pod.patch(ops); }
+
+TEST(SidecarSetUpgradableCondition, WritesItsEntryOnlyWhenItChanges) {
+  Json pod = Pod("p", Kind::kStale);
+  EXPECT_FALSE(MarkedNotUpgradable(kSet, pod));
+  auto ops = SidecarSetUpgradableConditionPatch(kSet, pod, false, kNow);
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  ASSERT_EQ(ops->size(), 2u) << ops->dump(1);
+  EXPECT_EQ((*ops)[0],
+            Json({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", "41"}}));
+  EXPECT_EQ((*ops)[1], Json({{"op", "add"},
+                             {"path", "/status/conditions/-"},
+                             {"value",
+                              {{"type", "SidecarSetUpgradable"},
+                               {"status", "False"},
+                               {"reason", "UpdateImmutableField"},
+                               {"message", R"({"log-set":false})"},
+                               {"lastTransitionTime", kNowText}}}}));
+  pod = ApplyOps(pod, *ops);
+  EXPECT_TRUE(MarkedNotUpgradable(kSet, pod));
+  ops = SidecarSetUpgradableConditionPatch(kSet, pod, false, kNow + absl::Minutes(1));
+  ASSERT_TRUE(ops.ok());
+  EXPECT_TRUE(ops->empty());  // unchanged: nothing to write
+
+  // Another set's entry is kept; the status is True only when every entry is.
+  ops = SidecarSetUpgradableConditionPatch("other-set", pod, true, kNow);
+  ASSERT_TRUE(ops.ok());
+  ASSERT_EQ(ops->size(), 2u) << ops->dump(1);  // only the message changes
+  EXPECT_EQ((*ops)[1], Json({{"op", "add"},
+                             {"path", "/status/conditions/1/message"},
+                             {"value", R"({"log-set":false,"other-set":true})"}}));
+  pod = ApplyOps(pod, *ops);
+  const absl::Time later = kNow + absl::Hours(1);
+  ops = SidecarSetUpgradableConditionPatch(kSet, pod, true, later);
+  ASSERT_TRUE(ops.ok());
+  pod = ApplyOps(pod, *ops);
+  EXPECT_EQ(pod["status"]["conditions"][1],
+            Json({{"type", "SidecarSetUpgradable"},
+                  {"status", "True"},
+                  {"reason", "AllSidecarsetUpgradable"},
+                  {"message", R"({"log-set":true,"other-set":true})"},
+                  {"lastTransitionTime", kube::FormatRfc3339(later)}}));
+  EXPECT_FALSE(MarkedNotUpgradable(kSet, pod));
+
+  // A message that is not OpenKruise's map is replaced; no conditions list yet is created.
+  pod["status"]["conditions"][1]["message"] = "hello";
+  ops = SidecarSetUpgradableConditionPatch(kSet, pod, true, kNow);
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ(ApplyOps(pod, *ops)["status"]["conditions"][1]["message"], R"({"log-set":true})");
+  Json bare = Pod("b", Kind::kStale);
+  bare["status"].erase("conditions");
+  ops = SidecarSetUpgradableConditionPatch(kSet, bare, false, kNow);
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ(ApplyOps(bare, *ops)["status"]["conditions"][0]["status"], "False");
+  bare.erase("status");
+  ops = SidecarSetUpgradableConditionPatch(kSet, bare, false, kNow);
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ(ApplyOps(bare, *ops)["status"]["conditions"].size(), 1u);
+
+  // The guard.
+  Json newer = Pod("p", Kind::kStale);
+  ops = SidecarSetUpgradableConditionPatch(kSet, newer, false, kNow);
+  newer["metadata"]["resourceVersion"] = "42";
+  EXPECT_ANY_THROW(ApplyOps(newer, *ops));
+  newer["metadata"].erase("resourceVersion");
+  EXPECT_EQ(SidecarSetUpgradableConditionPatch(kSet, newer, false, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(SidecarSetUpgradableConditionPatch(kSet, Json(5), false, kNow).ok());
+  EXPECT_FALSE(MarkedNotUpgradable(kSet, Json(5)));
 }
 
 TEST(UpgradeMatcher, IgnoresInjectionPaused) {
