@@ -83,4 +83,17 @@ Json RevisionTemplate(const Json& revision) {
   return t;
 }
 
+std::vector<std::string> RevisionsToPrune(const std::vector<std::string>& sorted_names, int limit,
+                                          const std::set<std::string>& keep) {
+  std::vector<std::string> out;
+  if (limit < 0) return out;
+  int excess = static_cast<int>(sorted_names.size()) - limit;
+  for (size_t i = 0; excess > 0 && i + 1 < sorted_names.size(); ++i) {
+    if (keep.count(sorted_names[i])) continue;
+    out.push_back(sorted_names[i]);
+    --excess;
+  }
+  return out;
+}
+
 }  // namespace kruise::manager::revision

@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -37,5 +39,11 @@ nlohmann::json NewControllerRevision(const nlohmann::json& owner,
 // The pod template a ControllerRevision made by NewControllerRevision records (without the
 // "$patch" marker); null when `revision` has none.
 nlohmann::json RevisionTemplate(const nlohmann::json& revision);
+
+// History pruning: of `sorted_names` (a workload's revisions, oldest first, the newest last), the
+// ones to delete so that at most `limit` remain, oldest first, never the newest nor one in `keep`
+// (in use). Fewer when kept revisions are in the way; none when `limit` < 0.
+std::vector<std::string> RevisionsToPrune(const std::vector<std::string>& sorted_names, int limit,
+                                          const std::set<std::string>& keep);
 
 }  // namespace kruise::manager::revision

@@ -60,9 +60,10 @@ bool SidecarSetReconciler::FirstReport(const std::string& set, const std::string
   return pods.insert(pod_uid).second;
 }
 
-absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json& ops) {
+absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json& ops,
+                                                    const std::string& subresource) {
   auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                               kube::PatchType::kJson, ops);
+                               kube::PatchType::kJson, ops, subresource);
   if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
     // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
     // bad patch by looking at the pod now.
@@ -75,6 +76,28 @@ absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json&
   ASSIGN_OR_RETURN(Json patched, std::move(result));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
+}
+
+absl::Status SidecarSetReconciler::SetUpgradable(const std::string& set_name, const Json& pod,
+                                                 bool upgradable, absl::Time now) {
+  ASSIGN_OR_RETURN(Json ops, SidecarSetUpgradableConditionPatch(set_name, pod, upgradable, now));
+  if (ops.empty()) return absl::OkStatus();
+  auto patched = PatchPod(pod, ops, "status");
+  if (!patched.ok() && kube::IsNotFound(patched.status())) return absl::OkStatus();
+  return patched.status();
+}
+
+void SidecarSetReconciler::PodEvent(const Json& pod, bool warning, const std::string& reason,
+                                    const std::string& message) {
+  if (recorder_ == nullptr) return;
+  const Json ref = {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata",
+                     {{"name", kube::Name(pod)},
+                      {"namespace", kube::Namespace(pod)},
+                      {"uid", kube::Uid(pod)}}}};
+  recorder_->Event(ref, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
+                   message);
 }
 
 absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request& req) {
@@ -151,13 +174,53 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
                        " not upgradable: more than sidecar images changed since it was injected "
                        "(applies to new pods only); skipping it"));
   }
+  // Pod condition SidecarSetUpgradable: false for those (when the rollout would consider them),
+  // true again for updated pods it marks false. Written only when it changes.
+  const absl::Time now = opts_.clock->Now();
+  absl::Status failure = absl::OkStatus();
+  for (size_t i : plan.mark_not_upgradable) {
+    failure = SetUpgradable(target->name, *pods[i], false, now);
+    if (!failure.ok()) break;
+  }
+  for (size_t i = 0; failure.ok() && i < pods.size(); ++i) {
+    if (plan.pods[i].state == SidecarPodState::kUpdated &&
+        MarkedNotUpgradable(target->name, *pods[i])) {
+      failure = SetUpgradable(target->name, *pods[i], true, now);
+    }
+  }
+
+  // 4b. Hot upgrades whose new container is ready: the old one goes back to the empty image.
+  for (size_t i : plan.reset) {
+    if (!failure.ok()) break;
+    const Json& pod = *pods[i];
+    auto patch = SidecarPodHotUpgradeResetPatch(*target, pod, now);
+    if (!patch.ok()) {
+      PodEvent(pod, true, "ResetContainerFailed",
+               absl::StrCat("reset sidecar container image empty failed: ",
+                            patch.status().message()));
+      continue;
+    }
+    if (patch->ops.empty()) continue;
+    auto patched = PatchPod(pod, patch->ops);
+    if (!patched.ok()) {
+      if (kube::IsNotFound(patched.status())) continue;
+      failure = patched.status();
+      if (!kube::IsConflict(failure)) {
+        PodEvent(pod, true, "ResetContainerFailed",
+                 absl::StrCat("reset sidecar container image empty failed: ", failure.message()));
+      }
+      break;
+    }
+    PodEvent(pod, false, "ResetContainerSucceed",
+             absl::StrCat("reset sidecar container(s) ", absl::StrJoin(patch->containers, ", "),
+                          " image empty successfully (SidecarSet ", target->name, ")"));
+  }
 
   // 5. Upgrade the pods picked, each guarded by its resourceVersion.
-  const absl::Time now = opts_.clock->Now();
   std::vector<std::string> upgraded;
   std::set<std::string> containers;
-  absl::Status failure = absl::OkStatus();
   for (size_t i : plan.upgrade) {
+    if (!failure.ok()) break;
     const Json& pod = *pods[i];
     auto patch = SidecarPodUpgradePatch(*target, pod, now);
     if (!patch.ok() || !patch->missing.empty()) {
@@ -182,6 +245,8 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
     }
     upgraded.push_back(kube::NamespacedName(pod));
     containers.insert(patch->containers.begin(), patch->containers.end());
+    // OpenKruise marks the pod upgradable once patched; on the pod the server returned.
+    failure = SetUpgradable(target->name, *patched, true, now);
   }
   if (!upgraded.empty()) {
     Event(set, false, "UpgradedPods",
@@ -193,7 +258,9 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
     return failure;
   }
   // 6. Mid-upgrade: container restarts are pod events; the requeue is the fallback.
-  if (upgrading || !upgraded.empty()) return kube::Result{opts_.upgrading_recheck};
+  if (upgrading || !upgraded.empty() || !plan.reset.empty()) {
+    return kube::Result{opts_.upgrading_recheck};
+  }
   return kube::Result{};
 }
 

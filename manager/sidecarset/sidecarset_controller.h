@@ -1,7 +1,8 @@
 #pragma once
 
-// The SidecarSet controller (leader only, issue 15): a thin loop around the cold-upgrade planner of
-// sidecarset_upgrade.h, after OpenKruise's pkg/controller/sidecarset (sidecarset_processor.go).
+// The SidecarSet controller (leader only, issue 15): a thin loop around the upgrade planner of
+// sidecarset_upgrade.h (cold and hot upgrades), after OpenKruise's pkg/controller/sidecarset
+// (sidecarset_processor.go, sidecarset_hotupgrade.go).
 //
 // One reconcile of a SidecarSet (cluster-scoped):
 //   1. candidate pods from the shared pod cache (SharedInformers::Pods(); the namespace index
@@ -17,18 +18,23 @@
 //      a value changed). latestRevision is not written: no ControllerRevision history is kept
 //      (the planner only reads status.latestRevision);
 //   4. records event NotUpgradablePods (OpenKruise's reason) once per not-upgradable pod and set
-//      hash (remembered in memory: a reconcile per pod event must not repeat it);
+//      hash (remembered in memory: a reconcile per pod event must not repeat it); sets this set's
+//      entry of the pod condition SidecarSetUpgradable false on plan.mark_not_upgradable pods and
+//      true again on updated pods it marks false (JSON patch of pods/status with the
+//      resourceVersion test, only when it changes: SidecarSetUpgradableConditionPatch);
+//  4b. hot upgrade step 2 for plan.reset pods (SidecarPodHotUpgradeResetPatch, same guard), with
+//      OpenKruise's pod events ResetContainerSucceed / ResetContainerFailed;
 //   5. patches each pod picked with SidecarPodUpgradePatch, a JSON patch whose first op is a
 //      `test` of metadata.resourceVersion: a pod changed since the cache saw it is refused by the
 //      API server (422; told from a bad patch by re-reading the pod) and the set is requeued, so a
 //      stale cache can never patch a pod twice or over someone else's change. No blind retry.
-//      One event UpgradedPods per batch patched (our reason: OpenKruise only logs);
+//      One event UpgradedPods per batch patched (our reason: OpenKruise only logs); each pod
+//      patched gets SidecarSetUpgradable true (on the pod the server returned);
 //   6. requeues after `upgrading_recheck` while a pod is mid-upgrade (its container restart is a
 //      pod event that normally brings the set back first).
 //
-// Not here: pod condition SidecarSetUpgradable, hot upgrade (the planner holds such sets),
-// ControllerRevisions / latestRevision / collisionCount, image pre-download, re-queueing sets when
-// a Namespace's labels change (the next pod or set event re-reads them).
+// Not here: ControllerRevisions / latestRevision / collisionCount, image pre-download, re-queueing
+// sets when a Namespace's labels change (the next pod or set event re-reads them).
 //
 // Thread-safety: Reconcile may run concurrently for different SidecarSets.
 
@@ -75,7 +81,13 @@ class SidecarSetReconciler final : public kube::Reconciler {
   void ObserveThrough(kube::Informer* pods);
 
  private:
-  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops);
+  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
+                                      const std::string& subresource = "");
+  // Writes `set_name`'s entry of the pod's SidecarSetUpgradable condition when it changes.
+  absl::Status SetUpgradable(const std::string& set_name, const kube::Json& pod, bool upgradable,
+                             absl::Time now);
+  void PodEvent(const kube::Json& pod, bool warning, const std::string& reason,
+                const std::string& message);
   void Event(const kube::Json& set, bool warning, const std::string& reason,
              const std::string& message);
   // True the first time `pod_uid` is reported not upgradable for `set` at `hash`.

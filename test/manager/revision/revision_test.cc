@@ -52,5 +52,15 @@ TEST(ControllerRevision, RecordsTheTemplateAsOpenKruiseDoes) {
   EXPECT_TRUE(RevisionTemplate(Json{{"data", {{"spec", 1}}}}).is_null());
 }
 
+TEST(RevisionsToPrune, OldestFirstNeverTheNewestNorKept) {
+  const std::vector<std::string> h = {"r1", "r2", "r3", "r4"};
+  EXPECT_EQ(RevisionsToPrune(h, 10, {}), std::vector<std::string>{});
+  EXPECT_EQ(RevisionsToPrune(h, 2, {}), (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(RevisionsToPrune(h, 2, {"r1"}), (std::vector<std::string>{"r2", "r3"}));
+  EXPECT_EQ(RevisionsToPrune(h, 0, {}), (std::vector<std::string>{"r1", "r2", "r3"}));
+  EXPECT_EQ(RevisionsToPrune(h, 1, {"r1", "r2", "r3"}), std::vector<std::string>{});
+  EXPECT_EQ(RevisionsToPrune(h, -1, {}), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace kruise::manager::revision

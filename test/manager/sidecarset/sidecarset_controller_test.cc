@@ -80,9 +80,17 @@ class SidecarSetControllerTest : public ::testing::Test {
               {"updateStrategy", strategy}}}};
   }
 
+  // The hot-upgrade variant: sidecar "log" injected as log-1 / log-2, idle on "empty:1".
+  static Json MakeHotSet(const std::string& image, const Json& strategy) {
+    Json set = MakeSet(image, strategy);
+    set["spec"]["containers"][0]["upgradeStrategy"] = {{"upgradeType", "HotUpgrade"},
+                                                       {"hotUpgradeEmptyImage", "empty:1"}};
+    return set;
+  }
+
   // The set (image fluentd:1) and `n` running, ready pods web-0.. it was injected into.
-  void CreateSetAndPods(int n, const Json& strategy = {{"maxUnavailable", 1}}) {
-    Json set = MakeSet("fluentd:1", strategy);
+  void CreateSetAndPods(int n, const Json& strategy = {{"maxUnavailable", 1}}, bool hot = false) {
+    Json set = hot ? MakeHotSet("fluentd:1", strategy) : MakeSet("fluentd:1", strategy);
     ASSERT_TRUE(server_->Seed(kSets, set).ok());
     for (int i = 0; i < n; ++i) {
       const std::string name = "web-" + std::to_string(i);
@@ -200,7 +208,44 @@ class SidecarSetControllerTest : public ::testing::Test {
     return out;
   }
 
-  int64_t PodPatches() { return server_->RequestCount("PATCH", "/pods/"); }
+  // Patches of pods (not of their status subresource).
+  int64_t PodPatches() {
+    int64_t n = server_->RequestCount("PATCH", "/pods/");
+    for (const Json& p : server_->List("pods", kNs)) {
+      n -= server_->RequestCount("PATCH", "/pods/" + kube::Name(p) + "/status");
+    }
+    return n;
+  }
+  int64_t PodStatusPatches() {
+    int64_t n = 0;
+    for (const Json& p : server_->List("pods", kNs)) {
+      n += server_->RequestCount("PATCH", "/pods/" + kube::Name(p) + "/status");
+    }
+    return n;
+  }
+  // The pod's SidecarSetUpgradable condition (null when absent).
+  Json Upgradable(const std::string& pod) {
+    const Json p = *server_->Get("pods", kNs, pod);
+    for (const Json& c : p["status"]["conditions"]) {
+      if (c["type"] == kSidecarSetUpgradableCondition) return c;
+    }
+    return nullptr;
+  }
+  static std::string Image(const Json& pod, const std::string& container) {
+    for (const Json& c : pod["spec"]["containers"]) {
+      if (c["name"] == container) return c["image"];
+    }
+    return "";
+  }
+  // Hot pods: how many of log-1 / log-2 run a real image (by their status) and are ready.
+  static int WorkingSidecars(const Json& pod) {
+    int n = 0;
+    for (const Json& cs : pod["status"]["containerStatuses"]) {
+      n += (cs["name"] == "log-1" || cs["name"] == "log-2") && cs["image"] != "empty:1" &&
+           cs["ready"] == true;
+    }
+    return n;
+  }
 
   testing::FakeClock clock_;
   std::unique_ptr<testing::FakeApiServer> server_;
@@ -349,6 +394,111 @@ TEST_F(SidecarSetControllerTest, ConflictPatchesNothingAndRequeues) {
     EXPECT_EQ(kube::Label(p, "touched"), "yes");  // the other writer's change stands
   }
   EXPECT_THAT(Events("FailedUpgradePod"), ::testing::IsEmpty());
+}
+
+TEST_F(SidecarSetControllerTest, HotUpgradeCompletesInTwoStepsPerPod) {
+  CreateSetAndPods(2, {{"maxUnavailable", 1}}, /*hot=*/true);
+  Reconcile();
+  EXPECT_EQ(Status()["readyPods"], 2);
+  Json hot = MakeHotSet("fluentd:2", {})["spec"]["containers"];
+  PatchSetSpec({{"containers", hot}});
+  auto every_pod_keeps_a_working_sidecar = [&] {
+    for (const Json& p : server_->List("pods", kNs)) {
+      EXPECT_GE(WorkingSidecars(p), 1) << kube::Name(p);
+    }
+  };
+  std::vector<std::string> done;
+  for (int round = 1; round <= 2; ++round) {
+    // Step 1: one pod (maxUnavailable 1): its idle log-2 gets the image and works.
+    EXPECT_GT(Reconcile().requeue_after, absl::ZeroDuration());
+    std::string picked;
+    for (const Json& p : server_->List("pods", kNs)) {
+      if (Image(p, "log-2") == "fluentd:2" &&
+          std::find(done.begin(), done.end(), kube::Name(p)) == done.end()) {
+        picked = kube::Name(p);
+      }
+    }
+    ASSERT_FALSE(picked.empty()) << "round " << round;
+    Json pod = *server_->Get("pods", kNs, picked);
+    EXPECT_EQ(Image(pod, "log-1"), "fluentd:1");  // the working one is left alone
+    EXPECT_EQ(kube::Annotations(pod)[kSidecarSetWorkingHotUpgradeContainerAnnotation],
+              R"({"log":"log-2"})");
+    // The set's resourceVersion as the controller saw it (OpenKruise's value), not injection's.
+    const std::string version = kube::Annotations(pod)["version.sidecarset.kruise.io/log-2"];
+    EXPECT_NE(version, "0");
+    EXPECT_NE(version, "1");
+    EXPECT_FALSE(version.empty());
+    EXPECT_EQ(kube::Annotations(pod)["versionalt.sidecarset.kruise.io/log-1"], version);
+    EXPECT_EQ(Upgradable(picked)["status"], "True");
+    every_pod_keeps_a_working_sidecar();
+    // Waiting for the kubelet: nothing else happens.
+    Reconcile();
+    EXPECT_EQ(Image(*server_->Get("pods", kNs, picked), "log-1"), "fluentd:1");
+    EXPECT_EQ(Status()["updatedPods"], round);
+    EXPECT_EQ(Status()["readyPods"], 1);
+    RestartChanged(picked);  // log-2 on fluentd:2, ready
+    every_pod_keeps_a_working_sidecar();
+
+    // Step 2: log-1 back to the empty image; no other pod starts in that round.
+    Reconcile();
+    pod = *server_->Get("pods", kNs, picked);
+    EXPECT_EQ(Image(pod, "log-1"), "empty:1");
+    EXPECT_EQ(Image(pod, "log-2"), "fluentd:2");
+    EXPECT_EQ(kube::Annotations(pod)["version.sidecarset.kruise.io/log-1"], "0");
+    int upgrading = 0;
+    for (const Json& p : server_->List("pods", kNs)) upgrading += Image(p, "log-2") == "fluentd:2";
+    EXPECT_EQ(upgrading, round);
+    every_pod_keeps_a_working_sidecar();
+    // Still unavailable until the kubelet restarted log-1.
+    Reconcile();
+    EXPECT_EQ(Status()["readyPods"], 1);
+    RestartChanged(picked);
+    every_pod_keeps_a_working_sidecar();
+    done.push_back(picked);
+  }
+  EXPECT_EQ(Reconcile().requeue_after, absl::ZeroDuration());
+  Json status = Status();
+  EXPECT_EQ(status["matchedPods"], 2);
+  EXPECT_EQ(status["updatedPods"], 2);
+  EXPECT_EQ(status["readyPods"], 2);
+  EXPECT_EQ(status["updatedReadyPods"], 2);
+  EXPECT_EQ(PodPatches(), 4);        // two steps per pod
+  EXPECT_EQ(PodStatusPatches(), 2);  // SidecarSetUpgradable once per pod
+  EXPECT_EQ(Events("UpgradedPods").size(), 2u);
+  std::vector<Json> resets = Events("ResetContainerSucceed");
+  ASSERT_EQ(resets.size(), 2u);
+  EXPECT_EQ(resets[0]["involvedObject"]["kind"], "Pod");
+}
+
+TEST_F(SidecarSetControllerTest, UpgradableConditionIsWrittenOnlyWhenItChanges) {
+  CreateSetAndPods(2, {{"maxUnavailable", 2}});
+  Reconcile();
+  PatchSetSpec(
+      {{"containers",
+        {{{"name", "log"}, {"image", "fluentd:2"}, {"env", {{{"name", "A"}, {"value", "1"}}}}}}}});
+  Reconcile();
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(PodStatusPatches(), 2);  // once per pod, however many rounds
+  EXPECT_EQ(PodPatches(), 0);
+  for (const char* pod : {"web-0", "web-1"}) {
+    Json c = Upgradable(pod);
+    EXPECT_EQ(c["status"], "False") << pod;
+    EXPECT_EQ(c["reason"], "UpdateImmutableField");
+    EXPECT_EQ(c["message"], R"({"log-set":false})");
+  }
+  // Back to an image-only change: upgraded, and marked upgradable again.
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  Reconcile();
+  EXPECT_EQ(PodsAt("fluentd:2").size(), 2u);
+  Reconcile();
+  for (const char* pod : {"web-0", "web-1"}) {
+    Json c = Upgradable(pod);
+    EXPECT_EQ(c["status"], "True") << pod;
+    EXPECT_EQ(c["reason"], "AllSidecarsetUpgradable");
+    EXPECT_EQ(c["message"], R"({"log-set":true})");
+  }
+  EXPECT_EQ(PodStatusPatches(), 4);
 }
 
 TEST(SidecarSetsOfPod, ReadsTheInjectedList) {
