@@ -74,7 +74,8 @@ class SharedInformers {
   kube::Informer* Pods() { return Named("pods", &PodOptions); }
   // The informer every user names `name` (e.g. "sidecarsets": the pod webhook's and the
   // SidecarSet controller's), made from `options` by the first one. Before Manager::Run only.
-  kube::Informer* Named(const std::string& name, kube::InformerOptions (*options)()) {
+  kube::Informer* Named(const std::string& name,
+                        const std::function<kube::InformerOptions()>& options) {
     std::unique_ptr<kube::Informer>& slot = named_[name];
     if (slot == nullptr) {
       slot = std::make_unique<kube::Informer>(client_, clock_, options());

@@ -453,7 +453,10 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   if (inject_sidecars) {
     sidecarset_cache.Attach(
         shared.Named(sidecarset::kSidecarSetInformer, &sidecarset::SidecarSetInformerOptions),
-        shared.Named(sidecarset::kNamespaceInformer, &sidecarset::NamespaceInformerOptions));
+        shared.Named(sidecarset::kNamespaceInformer, &sidecarset::NamespaceInformerOptions),
+        shared.Named(sidecarset::kSidecarSetRevisionInformer, [&cfg] {
+          return sidecarset::SidecarSetRevisionInformerOptions(cfg.namespace_name);
+        }));
   }
   ControllerContext ctx;
   ctx.shared = &shared;

@@ -1,6 +1,7 @@
 #include "manager/sidecarset/sidecarset_webhook.h"
 
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/sidecarset/sidecarset_admission.h"
+#include "manager/sidecarset/sidecarset_revision.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::sidecarset {
@@ -36,14 +38,74 @@ void SidecarSetCache::UpsertSidecarSet(const Json& sidecarset) {
     if (annotations.is_object()) annotations[key] = hash(set);
   }
   auto defaulted = std::make_shared<const Json>(std::move(set));
-  auto entry = std::make_shared<const Entry>(Entry{SidecarSetMatcher(*defaulted), defaulted});
+  absl::MutexLock write(&write_mu_);
+  std::shared_ptr<const Entry> entry = MakeEntry(std::move(defaulted));
   absl::MutexLock lock(&mu_);
   auto next = std::make_shared<Sets>(*sets_);
   (*next)[name] = std::move(entry);
   sets_ = std::move(next);
 }
 
+std::shared_ptr<const SidecarSetCache::Entry> SidecarSetCache::MakeEntry(
+    std::shared_ptr<const Json> base) const {
+  std::vector<Json> revisions;
+  if (auto it = revisions_.find(kube::Name(*base)); it != revisions_.end()) {
+    for (const auto& [name, r] : it->second) revisions.push_back(r);
+  }
+  revisions = RevisionsOfSidecarSet(*base, revisions);
+  Json latest = *base;
+  latest["status"]["latestRevision"] = LatestSidecarSetRevisionName(*base, revisions);
+  auto set = std::make_shared<const Json>(std::move(latest));
+  std::shared_ptr<const Json> history;
+  std::string missing;
+  if (kube::FindPath(*base, {"spec", "injectionStrategy", "revision"}) != nullptr) {
+    if (const Json* r = FindInjectionRevision(*base, revisions)) {
+      history =
+          std::make_shared<const Json>(DefaultSidecarSet(RestoreSidecarSetRevision(*base, *r)));
+    } else {
+      missing = MissingInjectionRevisionMessage(*base);
+    }
+  }
+  return std::make_shared<const Entry>(Entry{SidecarSetMatcher(*base), std::move(base),
+                                             std::move(set), std::move(history),
+                                             std::move(missing)});
+}
+
+void SidecarSetCache::RebuildSet(const std::string& set_name) {
+  std::shared_ptr<const Json> base;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sets_->find(set_name);
+    if (it == sets_->end()) return;
+    base = it->second->base;
+  }
+  std::shared_ptr<const Entry> entry = MakeEntry(std::move(base));
+  absl::MutexLock lock(&mu_);
+  auto next = std::make_shared<Sets>(*sets_);
+  (*next)[set_name] = std::move(entry);
+  sets_ = std::move(next);
+}
+
+void SidecarSetCache::UpsertRevision(const Json& revision) {
+  std::optional<std::string> set_name = kube::Label(revision, kSidecarSetNameLabel);
+  if (!set_name || set_name->empty() || kube::Name(revision).empty()) return;
+  absl::MutexLock write(&write_mu_);
+  revisions_[*set_name][kube::Name(revision)] = revision;
+  RebuildSet(*set_name);
+}
+
+void SidecarSetCache::RemoveRevision(const Json& revision) {
+  std::optional<std::string> set_name = kube::Label(revision, kSidecarSetNameLabel);
+  if (!set_name) return;
+  absl::MutexLock write(&write_mu_);
+  auto it = revisions_.find(*set_name);
+  if (it == revisions_.end() || it->second.erase(kube::Name(revision)) == 0) return;
+  if (it->second.empty()) revisions_.erase(it);
+  RebuildSet(*set_name);
+}
+
 void SidecarSetCache::RemoveSidecarSet(const std::string& name) {
+  absl::MutexLock write(&write_mu_);
   absl::MutexLock lock(&mu_);
   if (!sets_->count(name)) return;
   auto next = std::make_shared<Sets>(*sets_);
@@ -70,7 +132,15 @@ void SidecarSetCache::RemoveNamespace(const std::string& name) {
   namespaces_ = std::move(next);
 }
 
-void SidecarSetCache::Attach(kube::Informer* sidecarsets, kube::Informer* namespaces) {
+void SidecarSetCache::Attach(kube::Informer* sidecarsets, kube::Informer* namespaces,
+                             kube::Informer* revisions) {
+  if (revisions != nullptr) {
+    revisions->AddEventHandler({
+        .on_add = [this](const Json& r) { UpsertRevision(r); },
+        .on_update = [this](const Json&, const Json& r) { UpsertRevision(r); },
+        .on_delete = [this](const Json& r, bool) { RemoveRevision(r); },
+    });
+  }
   sidecarsets->AddEventHandler({
       .on_add = [this](const Json& s) { UpsertSidecarSet(s); },
       .on_update = [this](const Json&, const Json& s) { UpsertSidecarSet(s); },
@@ -90,6 +160,13 @@ size_t SidecarSetCache::size() const {
 
 std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
     const Json& pod, const std::string& request_namespace) const {
+  std::vector<std::shared_ptr<const Json>> out;
+  for (Match& m : MatchingWithRevisions(pod, request_namespace)) out.push_back(std::move(m.set));
+  return out;
+}
+
+std::vector<SidecarSetCache::Match> SidecarSetCache::MatchingWithRevisions(
+    const Json& pod, const std::string& request_namespace) const {
   std::shared_ptr<const Sets> sets;
   std::shared_ptr<const Namespaces> namespaces;
   {
@@ -97,7 +174,7 @@ std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
     sets = sets_;
     namespaces = namespaces_;
   }
-  std::vector<std::shared_ptr<const Json>> out;
+  std::vector<Match> out;
   if (sets->empty()) return out;
   PodFacts facts = PodFacts::Of(pod, manager_namespace_);
   if (kube::Namespace(pod).empty() && !request_namespace.empty()) {
@@ -111,7 +188,9 @@ std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
   const Json* ns = nullptr;
   if (auto it = namespaces->find(facts.namespace_); it != namespaces->end()) ns = it->second.get();
   for (const auto& [name, entry] : *sets) {  // std::map: sorted by name
-    if (entry->matcher.Matches(facts, ns)) out.push_back(entry->set);
+    if (entry->matcher.Matches(facts, ns)) {
+      out.push_back(Match{entry->set, entry->history, entry->missing_revision});
+    }
   }
   return out;
 }
@@ -119,6 +198,19 @@ std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
 kube::InformerOptions SidecarSetInformerOptions() {
   kube::InformerOptions o;
   o.resource = kube::resources::SidecarSets();
+  return o;
+}
+
+kube::InformerOptions SidecarSetRevisionInformerOptions(const std::string& manager_namespace) {
+  kube::InformerOptions o;
+  o.resource = kube::resources::ControllerRevisions();
+  o.ns = manager_namespace;
+  o.label_selector = kSidecarSetNameLabel;
+  o.indexers[kSidecarSetRevisionIndex] = [](const Json& r) {
+    std::vector<std::string> out;
+    if (auto set = kube::Label(r, kSidecarSetNameLabel); set && !set->empty()) out.push_back(*set);
+    return out;
+  };
   return o;
 }
 
@@ -133,19 +225,29 @@ bool SidecarSetInjector::Applies(const webhook::AdmissionRequest& request, const
   return request.operation == "CREATE" && !cache_->Matching(pod, request.namespace_).empty();
 }
 
+double SidecarSetInjector::Uniform01() const {
+  if (uniform01_) return uniform01_();
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
 absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request, Json* pod,
                                         std::vector<std::string>* warnings) const {
-  std::vector<std::shared_ptr<const Json>> matching = cache_->Matching(*pod, request.namespace_);
+  std::vector<SidecarSetCache::Match> matching =
+      cache_->MatchingWithRevisions(*pod, request.namespace_);
   if (matching.empty()) return absl::OkStatus();
   std::vector<const Json*> sets;
   sets.reserve(matching.size());
-  for (const auto& s : matching) {
-    sets.push_back(s.get());
-    if (kube::FindPath(*s, {"spec", "injectionStrategy", "revision"}) != nullptr) {
-      warnings->push_back(absl::StrCat("SidecarSet ", kube::Name(*s),
-                                       ": injectionStrategy.revision is not supported yet; its "
-                                       "latest spec was injected"));
+  std::optional<std::map<std::string, std::string>> labels;  // read once, only when needed
+  for (const SidecarSetCache::Match& m : matching) {
+    const Json* chosen = m.set.get();
+    if (m.history != nullptr) {
+      if (!labels) labels = kube::Labels(*pod);
+      if (InjectHistoryRevision(*m.set, *labels, Uniform01())) chosen = m.history.get();
+    } else if (!m.missing_revision.empty()) {
+      warnings->push_back(m.missing_revision);
     }
+    sets.push_back(chosen);
   }
   absl::StatusOr<InjectionResult> result = InjectSidecarsNoCopy(pod, sets, clock_->Now(), /*sets_defaulted=*/true);
   if (!result.ok()) return result.status();

@@ -9,13 +9,24 @@
 //  - SidecarSetInjector is the PodMutator the pod webhook chain runs on pod CREATE: it injects
 //    every matching set (InjectSidecarsNoCopy, sidecarset_inject.h), turns a conflict between
 //    sets into a denial naming both, and the injection notes into admission warnings.
+//  - injectionStrategy.revision (sidecarset_revision.h): the cache also holds the sets'
+//    ControllerRevisions (the manager namespace's, labelled kruise.io/sidecarset-name, from the
+//    informer the controller shares). Per set change or revision event it prepares the latest set
+//    (status.latestRevision = LatestSidecarSetRevisionName, so pods record the revision the
+//    controller writes) and the set restored from the revision injectionStrategy.revision names
+//    (RestoreSidecarSetRevision, defaulted). The injector injects the restored one when
+//    InjectHistoryRevision says so (a uniform draw per set and pod for Partial percentages); the
+//    pod's hash annotation then records that revision and its hashes. A revision asked for but not
+//    there: the latest spec, and an admission warning saying so (OpenKruise denies the pod instead;
+//    a revision pruned or not yet in the cache should not stop a Deployment's pods).
 //
-// Not here: injectionStrategy.revision (an older revision from the ControllerRevision history;
-// the latest spec is injected and a warning says so), pod UPDATE.
+// Not here: pod UPDATE.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -36,25 +47,54 @@ class SidecarSetCache {
   void RemoveSidecarSet(const std::string& name);
   void UpsertNamespace(const nlohmann::json& ns);
   void RemoveNamespace(const std::string& name);
-  // Registers the handlers above on the two informers (SidecarSetInformerOptions and
-  // NamespaceInformerOptions) before they start.
-  void Attach(kube::Informer* sidecarsets, kube::Informer* namespaces);
+  // A ControllerRevision of a set (labelled kruise.io/sidecarset-name; others are ignored).
+  void UpsertRevision(const nlohmann::json& revision);
+  void RemoveRevision(const nlohmann::json& revision);
+  // Registers the handlers above on the informers (SidecarSetInformerOptions,
+  // NamespaceInformerOptions, SidecarSetRevisionInformerOptions; `revisions` may be null: no
+  // history, every pod gets the latest spec) before they start.
+  void Attach(kube::Informer* sidecarsets, kube::Informer* namespaces,
+              kube::Informer* revisions = nullptr);
 
   // The defaulted sets that inject into `pod` (created in `request_namespace` when the pod names
   // none), sorted by name.
   std::vector<std::shared_ptr<const nlohmann::json>> Matching(
       const nlohmann::json& pod, const std::string& request_namespace) const;
+  // The same with each set's injection revision.
+  struct Match {
+    std::shared_ptr<const nlohmann::json> set;  // the latest spec (what Matching returns)
+    // The set restored from injectionStrategy.revision's revision (defaulted, hashes and
+    // status.latestRevision of that revision); null when it asks for none or it is missing.
+    std::shared_ptr<const nlohmann::json> history;
+    std::string missing_revision;  // non-empty: asked for, not found (the admission warning)
+  };
+  std::vector<Match> MatchingWithRevisions(const nlohmann::json& pod,
+                                           const std::string& request_namespace) const;
   size_t size() const;
 
  private:
   struct Entry {
     SidecarSetMatcher matcher;
-    std::shared_ptr<const nlohmann::json> set;
+    std::shared_ptr<const nlohmann::json> base;  // defaulted, with hash annotations
+    std::shared_ptr<const nlohmann::json> set;   // base + status.latestRevision
+    std::shared_ptr<const nlohmann::json> history;
+    std::string missing_revision;
   };
   using Sets = std::map<std::string, std::shared_ptr<const Entry>>;
   using Namespaces = std::map<std::string, std::shared_ptr<const nlohmann::json>>;
+  // set name -> revision name -> revision.
+  using Revisions = std::map<std::string, std::map<std::string, nlohmann::json>>;
+
+  // The entry of `base` given the set's revisions. Holds write_mu_.
+  std::shared_ptr<const Entry> MakeEntry(std::shared_ptr<const nlohmann::json> base) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void RebuildSet(const std::string& set_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   const std::string manager_namespace_;
+  // Serialises writers (informer handlers of different informers): each builds the next snapshot
+  // from the current one and the revisions.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  Revisions revisions_ ABSL_GUARDED_BY(write_mu_);
   mutable absl::Mutex mu_;
   std::shared_ptr<const Sets> sets_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Namespaces> namespaces_ ABSL_GUARDED_BY(mu_);
@@ -67,19 +107,30 @@ inline constexpr char kSidecarSetInformer[] = "sidecarsets";
 inline constexpr char kNamespaceInformer[] = "namespaces";
 kube::InformerOptions SidecarSetInformerOptions();
 kube::InformerOptions NamespaceInformerOptions();
+// The sets' ControllerRevisions: `manager_namespace` only, label kruise.io/sidecarset-name present
+// (a few objects per set), indexed by that label (kSidecarSetRevisionIndex).
+inline constexpr char kSidecarSetRevisionInformer[] = "sidecarset-revisions";
+inline constexpr char kSidecarSetRevisionIndex[] = "sidecarset";
+kube::InformerOptions SidecarSetRevisionInformerOptions(const std::string& manager_namespace);
 
 class SidecarSetInjector final : public webhook::PodMutator {
  public:
-  // `cache` and `clock` must outlive the injector.
-  SidecarSetInjector(const SidecarSetCache* cache, Clock* clock) : cache_(cache), clock_(clock) {}
+  // `cache` and `clock` must outlive the injector. `uniform01`: draws in [0, 1) for
+  // injectionStrategy.revision policy Partial (thread-safe; null: a per-thread PRNG).
+  SidecarSetInjector(const SidecarSetCache* cache, Clock* clock,
+                     std::function<double()> uniform01 = nullptr)
+      : cache_(cache), clock_(clock), uniform01_(std::move(uniform01)) {}
   absl::string_view Name() const override { return "sidecarset"; }
   bool Applies(const webhook::AdmissionRequest& request, const nlohmann::json& pod) const override;
   absl::Status Mutate(const webhook::AdmissionRequest& request, nlohmann::json* pod,
                       std::vector<std::string>* warnings) const override;
 
  private:
+  double Uniform01() const;
+
   const SidecarSetCache* cache_;
   Clock* clock_;
+  std::function<double()> uniform01_;
 };
 
 }  // namespace kruise::manager::sidecarset

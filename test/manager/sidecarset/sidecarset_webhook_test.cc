@@ -7,9 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/object.h"
+#include "manager/sidecarset/sidecarset_revision.h"
 #include "nlohmann/json.hpp"
 #include "test/fakes/fake_clock.h"
 
@@ -193,7 +195,7 @@ TEST_F(InjectorTest, ConflictingSetsDenyThePodNamingBoth) {
   EXPECT_THAT(resp.result.message, HasSubstr("two"));
 }
 
-TEST_F(InjectorTest, NotesAndUnsupportedRevisionBecomeWarnings) {
+TEST_F(InjectorTest, NotesAndMissingRevisionBecomeWarnings) {
   cache_.UpsertSidecarSet(Set("logging", R"({
     "containers": [{"name": "log", "image": "fluentd:1",
                     "transferEnv": [{"sourceContainerName": "app", "envName": "MISSING"}]}],
@@ -201,8 +203,105 @@ TEST_F(InjectorTest, NotesAndUnsupportedRevisionBecomeWarnings) {
   webhook::AdmissionResponse resp = Create(Pod(""));
   ASSERT_TRUE(resp.allowed) << resp.result.message;
   ASSERT_EQ(resp.warnings.size(), 2u);
-  EXPECT_THAT(resp.warnings[0], HasSubstr("injectionStrategy.revision"));
+  EXPECT_THAT(resp.warnings[0], HasSubstr("injectionStrategy.revision customVersion \"v1\""));
   EXPECT_THAT(resp.warnings[1], HasSubstr("MISSING"));
+}
+
+// The hash annotation entry of `set` in an admitted pod.
+json HashEntry(const json& pod, const std::string& set) {
+  return json::parse(
+      pod["metadata"]["annotations"]["kruise.io/sidecarset-hash"].get<std::string>())[set];
+}
+
+class RevisionInjectorTest : public InjectorTest {
+ protected:
+  RevisionInjectorTest() {
+    std::vector<std::unique_ptr<webhook::PodMutator>> chain;
+    chain.push_back(std::make_unique<SidecarSetInjector>(&cache_, &clock_, [this] {
+      return draws_.empty() ? 0.99 : draws_[next_draw_++ % draws_.size()];
+    }));
+    handler_ = std::make_unique<webhook::PodMutatingHandler>(
+        std::move(chain), webhook::PodMutatingHandler::Options{});
+    // History: fluentd:1 (revision 1, custom version "stable"), fluentd:2 (2); the set is now at
+    // fluentd:3 (its revision 3 not yet recorded).
+    json v1 = Set("logging");
+    v1["metadata"]["labels"] = {{kSidecarSetCustomVersionLabel, "stable"}};
+    rev1_ = NewSidecarSetRevision(v1, "kruise-system", 1, 0);
+    rev2_ = NewSidecarSetRevision(
+        Set("logging", R"({"containers": [{"name": "log", "image": "fluentd:2"}]})"),
+        "kruise-system", 2, 0);
+    cache_.UpsertRevision(rev1_);
+    cache_.UpsertRevision(rev2_);
+  }
+  json Admit(const json& pod, webhook::AdmissionResponse* resp_out = nullptr) {
+    webhook::AdmissionResponse resp = Create(pod);
+    EXPECT_TRUE(resp.allowed) << resp.result.message;
+    if (resp_out != nullptr) *resp_out = resp;
+    return resp.patch ? pod.patch(json::parse(*resp.patch)) : pod;
+  }
+  static std::string At(const std::string& revision_strategy, const std::string& update = "{}") {
+    return absl::StrCat(R"({"containers": [{"name": "log", "image": "fluentd:3"}],
+                            "injectionStrategy": {"revision": )",
+                        revision_strategy, R"(}, "updateStrategy": )", update, "}");
+  }
+
+  json rev1_, rev2_;
+  std::vector<double> draws_;
+  size_t next_draw_ = 0;
+};
+
+TEST_F(RevisionInjectorTest, AlwaysInjectsTheNamedRevisionAndRecordsIt) {
+  cache_.UpsertSidecarSet(
+      Set("logging", At(R"({"revisionName": ")" + kube::Name(rev1_) + R"("})")));
+  webhook::AdmissionResponse resp;
+  json out = Admit(Pod(""), &resp);
+  EXPECT_EQ(out["spec"]["containers"][0]["image"], "fluentd:1");
+  json entry = HashEntry(out, "logging");
+  EXPECT_EQ(entry["controllerRevision"], kube::Name(rev1_));
+  EXPECT_EQ(entry["hash"], SidecarSetRecordedHash(Set("logging")));  // fluentd:1's hash
+  EXPECT_THAT(resp.warnings, IsEmpty());
+  // By custom version: the newest revision labelled with it.
+  cache_.UpsertSidecarSet(Set("logging", At(R"({"customVersion": "stable"})")));
+  EXPECT_EQ(Admit(Pod(""))["spec"]["containers"][0]["image"], "fluentd:1");
+  // The revision goes away (pruned): the latest spec, with a warning.
+  cache_.RemoveRevision(rev1_);
+  out = Admit(Pod(""), &resp);
+  EXPECT_EQ(out["spec"]["containers"][0]["image"], "fluentd:3");
+  ASSERT_EQ(resp.warnings.size(), 1u);
+  EXPECT_THAT(resp.warnings[0],
+              HasSubstr("customVersion \"stable\" matches no ControllerRevision"));
+}
+
+TEST_F(RevisionInjectorTest, PartialFollowsTheUpdateStrategy) {
+  const std::string partial =
+      R"({"revisionName": ")" + kube::Name(rev2_) + R"(", "policy": "Partial"})";
+  // A 40% partition: draws below 0.4 get the old revision.
+  cache_.UpsertSidecarSet(Set("logging", At(partial, R"({"partition": "40%"})")));
+  draws_ = {0.1, 0.7, 0.39, 0.4};
+  std::vector<std::string> images;
+  for (int i = 0; i < 4; ++i) {
+    images.push_back(Admit(Pod(""))["spec"]["containers"][0]["image"].get<std::string>());
+  }
+  EXPECT_THAT(images, ElementsAre("fluentd:2", "fluentd:3", "fluentd:2", "fluentd:3"));
+  // Pods the update strategy's selector leaves out keep the old revision; selected ones get the
+  // latest (no percentage partition).
+  cache_.UpsertSidecarSet(
+      Set("logging", At(partial, R"({"selector": {"matchLabels": {"canary": "true"}}})")));
+  EXPECT_EQ(Admit(Pod(""))["spec"]["containers"][0]["image"], "fluentd:2");
+  json canary = Pod("");
+  canary["metadata"]["labels"]["canary"] = "true";
+  json out = Admit(canary);
+  EXPECT_EQ(out["spec"]["containers"][0]["image"], "fluentd:3");
+  // The latest records the revision the controller will create for it.
+  EXPECT_EQ(HashEntry(out, "logging")["controllerRevision"],
+            LatestSidecarSetRevisionName(Set("logging", At(partial)), {}));
+}
+
+TEST_F(RevisionInjectorTest, LatestRecordsTheRevisionRecordingItsSpec) {
+  // The set went back to fluentd:2: its revision is rev2, whatever the collision count says.
+  cache_.UpsertSidecarSet(
+      Set("logging", R"({"containers": [{"name": "log", "image": "fluentd:2"}]})"));
+  EXPECT_EQ(HashEntry(Admit(Pod("")), "logging")["controllerRevision"], kube::Name(rev2_));
 }
 
 }  // namespace webhook_test
