@@ -1,5 +1,7 @@
 #include "manager/sidecarset/sidecarset_controller.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_revision.h"
 #include "manager/sidecarset/sidecarset_upgrade.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 
@@ -100,6 +103,83 @@ void SidecarSetReconciler::PodEvent(const Json& pod, bool warning, const std::st
                    message);
 }
 
+absl::StatusOr<SidecarSetReconciler::RevisionSync> SidecarSetReconciler::SyncRevisions(
+    const Json& set, const std::vector<std::shared_ptr<const Json>>& pods) {
+  const std::string& ns = opts_.manager_namespace;
+  const std::string set_name = kube::Name(set);
+  ASSIGN_OR_RETURN(auto cached,
+                   inf_.revisions->store().ByIndex(kSidecarSetRevisionIndex, set_name));
+  std::vector<Json> all;
+  all.reserve(cached.size());
+  for (const auto& r : cached) all.push_back(*r);
+  std::vector<Json> sorted = RevisionsOfSidecarSet(set, all);
+  RevisionSync out;
+  out.collision_count = SidecarSetCollisionCount(set);
+  LatestRevisionPlan plan = PlanLatestSidecarSetRevision(set, sorted, ns);
+  Json latest;
+  switch (plan.action) {
+    case LatestRevisionPlan::Action::kKeep:
+      latest = std::move(plan.revision);
+      break;
+    case LatestRevisionPlan::Action::kRenumber: {
+      // A rollback to the spec of an older revision: it becomes the newest.
+      const std::string name = kube::Name(plan.revision);
+      Json renumber = {{"revision", plan.revision_number}};
+      ASSIGN_OR_RETURN(latest, client_->Patch(res::ControllerRevisions(), ns, name,
+                                              kube::PatchType::kMerge, renumber));
+      sorted.erase(std::remove_if(sorted.begin(), sorted.end(),
+                                  [&](const Json& r) { return kube::Name(r) == name; }),
+                   sorted.end());
+      sorted.push_back(latest);
+      break;
+    }
+    case LatestRevisionPlan::Action::kCreate: {
+      for (int attempt = 0;; ++attempt) {
+        Json fresh = NewSidecarSetRevision(set, ns, plan.revision_number, out.collision_count);
+        auto created = client_->Create(res::ControllerRevisions(), ns, fresh);
+        if (created.ok()) {
+          latest = *std::move(created);
+          break;
+        }
+        if (!kube::IsAlreadyExists(created.status())) return created.status();
+        ASSIGN_OR_RETURN(Json existing,
+                         client_->Get(res::ControllerRevisions(), ns, kube::Name(fresh)));
+        if (existing.contains("data") && existing["data"] == fresh["data"]) {
+          latest = std::move(existing);  // ours; the cache had not seen it yet
+          break;
+        }
+        // Another spec under this name: a hash collision. The next name, as Kubernetes does.
+        if (attempt >= 8) {
+          return absl::AbortedError(
+              absl::StrCat("SidecarSet ", set_name, ": too many revision name collisions"));
+        }
+        ++out.collision_count;
+      }
+      sorted.push_back(latest);
+      break;
+    }
+  }
+  // The custom version follows the set onto its latest revision (OpenKruise patches the label).
+  if (std::string cv = SidecarSetCustomVersion(set);
+      !cv.empty() && kube::Label(latest, kSidecarSetCustomVersionLabel) != cv) {
+    Json patch = {{"metadata", {{"labels", {{kSidecarSetCustomVersionLabel, cv}}}}}};
+    ASSIGN_OR_RETURN(latest, client_->Patch(res::ControllerRevisions(), ns, kube::Name(latest),
+                                            kube::PatchType::kMerge, patch));
+    sorted.back() = latest;
+  }
+  out.latest = kube::Name(latest);
+  // History beyond the limit, never what a pod, the injection strategy or the latest uses.
+  std::set<std::string> used = {out.latest};
+  for (const auto& p : pods) {
+    if (std::string r = PodSidecarSetControllerRevision(*p, set_name); !r.empty()) used.insert(r);
+  }
+  for (const std::string& name : SidecarSetRevisionsToPrune(set, sorted, used)) {
+    absl::Status st = client_->Delete(res::ControllerRevisions(), ns, name);
+    if (!st.ok() && !kube::IsNotFound(st)) return st;
+  }
+  return out;
+}
+
 absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request& req) {
   auto cached = inf_.sidecarsets->store().Get("", req.name);
   if (cached == nullptr) {
@@ -134,6 +214,18 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
     pods.push_back(std::move(p));
   }
 
+  // 2b. Revision history.
+  std::optional<RevisionSync> revisions;
+  if (inf_.revisions != nullptr) {
+    auto synced = SyncRevisions(set, pods);
+    if (!synced.ok()) {
+      if (kube::IsConflict(synced.status())) return kube::Result{absl::Seconds(1)};
+      return synced.status();
+    }
+    revisions = *std::move(synced);
+    target->latest_revision = revisions->latest;
+  }
+
   // 3. Plan and status.
   auto planned = PlanSidecarSetUpgrade(*target, ptrs);
   if (!planned.ok()) {
@@ -146,6 +238,10 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
                  {"updatedPods", plan.updated_pods},
                  {"readyPods", plan.ready_pods},
                  {"updatedReadyPods", plan.updated_ready_pods}};
+  if (revisions.has_value()) {
+    status["latestRevision"] = revisions->latest;
+    status["collisionCount"] = revisions->collision_count;
+  }
   const Json* old = kube::FindPath(set, {"status"});
   bool changed = old == nullptr || !old->is_object();
   for (auto it = status.begin(); !changed && it != status.end(); ++it) {
@@ -296,6 +392,12 @@ class SidecarSetGroup : public ControllerGroup {
     inf.sidecarsets = shared(kSidecarSetInformer, &SidecarSetInformerOptions);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(SharedInformers::PodOptions());
     inf.namespaces = shared(kNamespaceInformer, &NamespaceInformerOptions);
+    auto revision_options = [ns = ctx.namespace_name] {
+      return SidecarSetRevisionInformerOptions(ns);
+    };
+    inf.revisions = ctx.shared != nullptr
+                        ? ctx.shared->Named(kSidecarSetRevisionInformer, revision_options)
+                        : make(revision_options());
 
     SidecarSetReconcilerOptions ro;
     ro.clock = ctx.clock;
@@ -308,6 +410,14 @@ class SidecarSetGroup : public ControllerGroup {
     controller_ = std::make_unique<kube::Controller>("sidecarset", reconciler_.get(), co);
     controller_->Watch(inf.sidecarsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
     controller_->Watch(inf.pods, kube::EnqueueMapped(SidecarSetsOfPod),
+                       {kube::ResourceVersionChanged()});
+    // A revision deleted or changed by someone else: its set makes sure of its history again.
+    auto set_of_revision = [](const Json& r) {
+      std::vector<kube::Request> out;
+      if (auto set = kube::Label(r, kSidecarSetNameLabel)) out.push_back({"", *set});
+      return out;
+    };
+    controller_->Watch(inf.revisions, kube::EnqueueMapped(set_of_revision),
                        {kube::ResourceVersionChanged()});
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();

@@ -13,10 +13,18 @@
 //      (ResourceVersionExpectations; the pod's event brings the set back, the requeue is a
 //      fallback): a stale cache would show that pod as old and ready, and the planner would spend
 //      the maxUnavailable budget on another pod;
+//  2b. keeps the set's ControllerRevision history (sidecarset_revision.h; OpenKruise's
+//      registerLatestRevision and truncateHistory), when a revision informer is given: the
+//      revision of the current spec exists in the manager's namespace (created under its
+//      deterministic name; AlreadyExists with the same data is ours, other data counts a
+//      collision and retries under the next name), an older revision recording it becomes the
+//      newest (its `revision` is renumbered: a rollback), the customVersion label follows the
+//      set, and revisions beyond revisionHistoryLimit no pod, injectionStrategy.revision or the
+//      latest uses are deleted. The latest's name is the planner's latest_revision, so upgraded
+//      pods record it in their hash annotation's controllerRevision, as injected ones do;
 //   3. plans (PlanSidecarSetUpgrade) and writes status {observedGeneration, matchedPods,
-//      updatedPods, readyPods, updatedReadyPods} (merge patch of the status subresource, only when
-//      a value changed). latestRevision is not written: no ControllerRevision history is kept
-//      (the planner only reads status.latestRevision);
+//      updatedPods, readyPods, updatedReadyPods, latestRevision, collisionCount} (merge patch of
+//      the status subresource, only when a value changed);
 //   4. records event NotUpgradablePods (OpenKruise's reason) once per not-upgradable pod and set
 //      hash (remembered in memory: a reconcile per pod event must not repeat it); sets this set's
 //      entry of the pod condition SidecarSetUpgradable false on plan.mark_not_upgradable pods and
@@ -33,8 +41,8 @@
 //   6. requeues after `upgrading_recheck` while a pod is mid-upgrade (its container restart is a
 //      pod event that normally brings the set back first).
 //
-// Not here: ControllerRevisions / latestRevision / collisionCount, image pre-download, re-queueing
-// sets when a Namespace's labels change (the next pod or set event re-reads them).
+// Not here: image pre-download, re-queueing sets when a Namespace's labels change (the next pod or
+// set event re-reads them).
 //
 // Thread-safety: Reconcile may run concurrently for different SidecarSets.
 
@@ -69,6 +77,8 @@ struct SidecarSetInformers {
   kube::Informer* sidecarsets = nullptr;  // SidecarSetInformerOptions() (sidecarset_webhook.h)
   kube::Informer* pods = nullptr;         // SharedInformers::PodOptions()
   kube::Informer* namespaces = nullptr;   // NamespaceInformerOptions(); may be null
+  // SidecarSetRevisionInformerOptions(manager_namespace); null: no revision history is kept.
+  kube::Informer* revisions = nullptr;
 };
 
 class SidecarSetReconciler final : public kube::Reconciler {
@@ -92,6 +102,13 @@ class SidecarSetReconciler final : public kube::Reconciler {
              const std::string& message);
   // True the first time `pod_uid` is reported not upgradable for `set` at `hash`.
   bool FirstReport(const std::string& set, const std::string& hash, const std::string& pod_uid);
+  // Step 2b: the latest revision's name and the collision count to record.
+  struct RevisionSync {
+    std::string latest;
+    int32_t collision_count = 0;
+  };
+  absl::StatusOr<RevisionSync> SyncRevisions(
+      const kube::Json& set, const std::vector<std::shared_ptr<const kube::Json>>& pods);
 
   kube::KubeClient* const client_;
   const SidecarSetInformers inf_;

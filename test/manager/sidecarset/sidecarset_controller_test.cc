@@ -19,6 +19,7 @@
 #include "kube/object.h"
 #include "kube/rest_client.h"
 #include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_revision.h"
 #include "manager/sidecarset/sidecarset_upgrade.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
@@ -515,6 +516,148 @@ TEST(SidecarSetsOfPod, ReadsTheInjectedList) {
   // The pod cache's index reads the list the same way (the controller looks pods up by it).
   EXPECT_THAT(SharedInformers::PodOptions().indexers[SharedInformers::kInjectedSidecarSetIndex](pod),
               ::testing::ElementsAre("a", "b", "c"));
+}
+
+// The same with the revision history kept (informer of SidecarSet ControllerRevisions in
+// kruise-system, as the manager wires it).
+class SidecarSetRevisionControllerTest : public SidecarSetControllerTest {
+ protected:
+  static constexpr char kRevisions[] = "controllerrevisions.apps";
+  static constexpr char kManagerNs[] = "kruise-system";
+
+  void SetUp() override {
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    testing::FakeApiServerOptions so;
+    so.clock = &clock_;
+    server_ = std::make_unique<testing::FakeApiServer>(so);
+    ASSERT_TRUE(server_->Start().ok());
+    kube::RestConfig cfg;
+    cfg.host = server_->base_url();
+    cfg.qps = 0;
+    auto client = kube::RestKubeClient::Create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    for (kube::InformerOptions o :
+         {SidecarSetInformerOptions(), SharedInformers::PodOptions(), NamespaceInformerOptions(),
+          SidecarSetRevisionInformerOptions(kManagerNs)}) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+    }
+    kube::EventRecorderOptions eo;
+    eo.clock = &clock_;
+    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    SidecarSetReconcilerOptions ro;
+    ro.clock = &clock_;
+    ro.manager_namespace = kManagerNs;
+    reconciler_ = std::make_unique<SidecarSetReconciler>(
+        client_.get(),
+        SidecarSetInformers{informers_[0].get(), informers_[1].get(), informers_[2].get(),
+                            informers_[3].get()},
+        recorder_.get(), ro);
+    reconciler_->ObserveThrough(informers_[1].get());
+    for (auto& i : informers_) i->Start();
+    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+  }
+
+  // Reconciles once the revision cache holds what the server holds (then the set and pods).
+  kube::Result ReconcileAll() {
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    for (;;) {
+      std::vector<Json> objs = server_->List(kRevisions, kManagerNs);
+      bool same = informers_[3]->store().size() == objs.size() && informers_[3]->HandlersCaughtUp();
+      for (const Json& o : objs) {
+        auto cached = informers_[3]->store().Get(kube::StoreKey(o));
+        same =
+            same && cached != nullptr && kube::ResourceVersion(*cached) == kube::ResourceVersion(o);
+      }
+      if (same) break;
+      if (absl::Now() > deadline) {
+        ADD_FAILURE() << "revision informer did not catch up";
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
+    }
+    return Reconcile();
+  }
+
+  // Revision name -> revision number, of what the server holds.
+  std::map<std::string, int64_t> Revisions() {
+    std::map<std::string, int64_t> out;
+    for (const Json& r : server_->List(kRevisions, kManagerNs)) {
+      out[kube::Name(r)] = r.value("revision", int64_t{0});
+    }
+    return out;
+  }
+
+  std::string NameAt(const std::string& image) {
+    Json set = MakeSet(image, {{"paused", true}});
+    return kube::Name(NewSidecarSetRevision(set, kManagerNs, 1, 0));
+  }
+};
+
+TEST_F(SidecarSetRevisionControllerTest, RevisionCreatedOnceLatestRecordedRollbackRenumbers) {
+  CreateSetAndPods(2);
+  ReconcileAll();
+  const std::string rev1 = NameAt("fluentd:1");
+  EXPECT_EQ(Revisions(), (std::map<std::string, int64_t>{{rev1, 1}}));
+  Json r1 = *server_->Get(kRevisions, kManagerNs, rev1);
+  EXPECT_EQ(kube::Label(r1, kSidecarSetNameLabel), "log-set");
+  auto owner = kube::ControllerOf(r1);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->uid, kube::Uid(*server_->Get(kSets, "", "log-set")));
+  EXPECT_EQ(Status()["latestRevision"], rev1);
+  EXPECT_EQ(Status()["collisionCount"], 0);
+  // Reconciled again: still one revision, created once.
+  ReconcileAll();
+  Reconcile();
+  EXPECT_EQ(Revisions().size(), 1u);
+  EXPECT_EQ(server_->RequestCount("POST", "/controllerrevisions"), 1);
+
+  // A new image: a second revision, recorded by status and by the pods upgraded.
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+  ReconcileAll();
+  const std::string rev2 = NameAt("fluentd:2");
+  EXPECT_EQ(Revisions(), (std::map<std::string, int64_t>{{rev1, 1}, {rev2, 2}}));
+  EXPECT_EQ(Status()["latestRevision"], rev2);
+  std::vector<std::string> upgraded = PodsAt("fluentd:2");
+  ASSERT_EQ(upgraded.size(), 1u);
+  EXPECT_EQ(PodSidecarSetControllerRevision(*server_->Get("pods", kNs, upgraded[0]), "log-set"),
+            rev2);
+
+  // Back to fluentd:1: no new revision, the first one becomes the newest.
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:1"}}}}});
+  ReconcileAll();
+  EXPECT_EQ(Revisions(), (std::map<std::string, int64_t>{{rev1, 3}, {rev2, 2}}));
+  EXPECT_EQ(Status()["latestRevision"], rev1);
+}
+
+TEST_F(SidecarSetRevisionControllerTest, HistoryPrunedAtTheLimitKeepingRevisionsPodsUse) {
+  CreateSetAndPods(1, {{"paused", true}});  // no upgrades: pods keep what they record
+  PatchSetSpec({{"revisionHistoryLimit", 2}});
+  ReconcileAll();
+  const std::string rev1 = NameAt("fluentd:1");
+  // web-0 records revision 1 (as if injected from it).
+  Json pod = *server_->Get("pods", kNs, "web-0");
+  Json hash =
+      Json::parse(pod["metadata"]["annotations"][kSidecarSetHashAnnotation].get<std::string>());
+  hash["log-set"]["controllerRevision"] = rev1;
+  pod["metadata"]["annotations"][kSidecarSetHashAnnotation] = hash.dump();
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  for (const char* image : {"fluentd:2", "fluentd:3", "fluentd:4"}) {
+    PatchSetSpec({{"containers", {{{"name", "log"}, {"image", image}}}}});
+    ReconcileAll();
+  }
+  // Four revisions, limit 2: revision 1 is in use, 2 and 3 go.
+  EXPECT_EQ(Revisions(), (std::map<std::string, int64_t>{{rev1, 1}, {NameAt("fluentd:4"), 4}}));
+  EXPECT_EQ(Status()["latestRevision"], NameAt("fluentd:4"));
+  // Nobody uses revision 1 any more: the limit holds.
+  pod = *server_->Get("pods", kNs, "web-0");
+  hash["log-set"].erase("controllerRevision");
+  pod["metadata"]["annotations"][kSidecarSetHashAnnotation] = hash.dump();
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:5"}}}}});
+  ReconcileAll();
+  EXPECT_EQ(Revisions(),
+            (std::map<std::string, int64_t>{{NameAt("fluentd:4"), 4}, {NameAt("fluentd:5"), 5}}));
 }
 
 }  // namespace controller_test
