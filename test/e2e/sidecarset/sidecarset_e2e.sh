@@ -17,8 +17,16 @@
 #      unready;
 #  4b. partition 2 and busybox:v2: one pod upgraded, two kept (status updatedPods 1); partition 0:
 #      all three;
+#  4c. hot upgrade: OpenKruise's HotUpgrade example (deploy/samples/sidecarset-hotupgrade-v1alpha1.yaml)
+#      on a Deployment of 2 pods (app=hotupgrade): sidecar-1 working on busybox:v1, sidecar-2 idle
+#      on the empty image; busybox:v1 -> v2: every pod ends with the working container (the
+#      annotation's) on v2 and the other on the empty image, both restarted and ready, UIDs kept,
+#      condition SidecarSetUpgradable True; a watch over the whole upgrade sees, in every pod at
+#      every moment, one container of the pair ready on a real image, and at most one pod mid
+#      upgrade (maxUnavailable 1);
 #   5. a change other than images (an env var): no existing pod is touched; a new pod (scale to 4)
-#      gets it; status updatedPods 1 of matchedPods 4;
+#      gets it; status updatedPods 1 of matchedPods 4; the old pods get condition
+#      SidecarSetUpgradable False (reason UpdateImmutableField), the new one has none;
 #   6. with the manager down, a pod is still created (the pod webhook's failurePolicy Ignore),
 #      without the sidecar.
 #
@@ -41,6 +49,7 @@ kube_local_preflight jq curl python3
 BASE=${KRUISE_E2E_SIDECARSET_PORT_BASE:-16490}
 NS=kruise-e2e-sidecarset
 SET=test-sidecarset
+HOT_SET=hotupgrade-sidecarset
 REG=$KUBE_LOCAL_REGISTRY
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sidecarset-e2e.XXXXXX")
 PIDS=()
@@ -61,6 +70,7 @@ cleanup() {
     tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
   fi
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  k delete sidecarset "$HOT_SET" --ignore-not-found >/dev/null 2>&1
   k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1
   delete_test_deployment "$WORK" "$NS"
   rm -rf "$WORK"
@@ -117,7 +127,7 @@ apply_stdin() { k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl ap
 
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
-k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1  # a crashed earlier run's
+k delete sidecarset "$SET" "$HOT_SET" --ignore-not-found >/dev/null 2>&1  # a crashed earlier run's
 deploy_manager_objects "$WORK" "$NS"
 k wait --for condition=established --timeout=60s crd/sidecarsets.apps.kruise.io >/dev/null ||
   die "SidecarSet CRD not established"
@@ -242,6 +252,112 @@ wait_for 180 "all 3 pods on busybox:v2" on_v2 3
 wait_for 60 "status 3 3 3 without partition" status_is "3 3 3"
 step_done "partition 2 held two pods on v1 (status updated 1 of 3); partition 0 finished the rollout"
 
+# --- 4c ------------------------------------------------------------------------------------------
+step 4c "hot upgrade (OpenKruise's example): the working container swaps, one always runs"
+HOT_EMPTY=$REG/busybox:1.35
+sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-hotupgrade-v1alpha1.yaml" |
+  grep -q "namespace: $NS" || die "the hot sample no longer names namespace: default"
+sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-hotupgrade-v1alpha1.yaml" |
+  k apply -f - >"$WORK/apply.log" 2>&1 || die "applying the hot sample: $(tail -3 "$WORK/apply.log")"
+deployment 2 | sed -e 's/^  name: web$/  name: hot/' -e 's/app: nginx$/app: hotupgrade/' | apply_stdin
+hot_json() { k -n "$NS" get pods -l app=hotupgrade -o json; }
+# "name uid working working-image other-image settled" per live pod; settled: every container runs
+# its spec image and is ready, and the pod is Ready.
+hot_table() {
+  hot_json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | (.metadata.annotations["kruise.io/sidecarset-working-hotupgrade-container"] // "{}" | fromjson | .sidecar // "-") as $w
+    | ($w | if . == "sidecar-1" then "sidecar-2" else "sidecar-1" end) as $o
+    | . as $p
+    | [.metadata.name, .metadata.uid, $w,
+       (.spec.containers[] | select(.name == $w) | .image),
+       (.spec.containers[] | select(.name == $o) | .image),
+       (([.spec.containers[] as $c | $p.status.containerStatuses[]? | select(.name == $c.name)
+          | (.image == $c.image or .image == ("docker.io/" + $c.image)) and .ready]
+         | length == ($p.spec.containers | length) and all)
+        and any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | @tsv' | sort
+}
+hot_at() { # IMAGE: 2 live pods, the working container on IMAGE, the other on the empty image, all settled
+  [ "$(hot_table | awk -v img="$1" -v empty="$HOT_EMPTY" '$4 == img && $5 == empty && $6 == "true"' | wc -l)" = 2 ] &&
+    [ "$(hot_table | wc -l)" = 2 ]
+}
+wait_for 120 "2 Ready hot pods, sidecar-1 working on busybox:v1, sidecar-2 on the empty image" hot_at "$REG/busybox:v1"
+bad=$(hot_json | jq -r '.items[] | select(
+    ([.spec.containers[].name] != ["sidecar-1", "sidecar-2", "main"])
+    or (.metadata.annotations["kruise.io/sidecarset-working-hotupgrade-container"] != "{\"sidecar\":\"sidecar-1\"}")
+    or (.metadata.annotations["version.sidecarset.kruise.io/sidecar-1"] != "1")
+    or (.metadata.annotations["version.sidecarset.kruise.io/sidecar-2"] != "0")) | .metadata.name')
+[ -z "$bad" ] || die "hot pods injected otherwise than OpenKruise does: $bad"
+hot_table >"$WORK/before4c"
+"$KUBECTL" -n "$NS" get pods -l app=hotupgrade -w --output-watch-events -o json >"$WORK/watch4c.json" 2>/dev/null &
+PIDS+=($!)
+HOT_WATCH_PID=$!
+hot_watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$WORK/watch4c.json" 2>/dev/null)" -ge 2 ]; }
+wait_for 30 "the pod watch to list the 2 hot pods" hot_watch_started
+k patch sidecarset "$HOT_SET" --type json \
+  -p "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"}]" >/dev/null ||
+  die "patching the hot sidecar image"
+wait_for 240 "2 hot pods with the working container on busybox:v2, the other reset to the empty image" hot_at "$REG/busybox:v2"
+hot_status_done() {
+  k get sidecarset "$HOT_SET" -o json | jq -e '.status.observedGeneration == .metadata.generation
+    and .status.matchedPods == 2 and .status.updatedPods == 2 and .status.readyPods == 2' >/dev/null
+}
+wait_for 60 "hot set status matched 2 updated 2 ready 2" hot_status_done
+kill "$HOT_WATCH_PID" 2>/dev/null
+hot_table >"$WORK/after4c"
+[ "$(cut -f1,2 "$WORK/before4c")" = "$(cut -f1,2 "$WORK/after4c")" ] ||
+  die "hot pods replaced: $(cut -f1,2 "$WORK/before4c" | tr '\n' ' ') -> $(cut -f1,2 "$WORK/after4c" | tr '\n' ' ')"
+[ "$(awk '$3 == "sidecar-2"' "$WORK/after4c" | wc -l)" = 2 ] ||
+  die "the working container did not swap to sidecar-2: $(tr '\n' ' ' <"$WORK/after4c")"
+unmarked=$(hot_json | jq -r '.items[] | select(any(.status.conditions[]?; .type == "SidecarSetUpgradable"
+  and .status == "True" and .reason == "AllSidecarsetUpgradable") | not) | .metadata.name')
+[ -z "$unmarked" ] || die "hot pods without SidecarSetUpgradable True: $unmarked"
+# Over every moment of the watch: in each pod, how many of the pair run a real image (by their
+# status, not the empty one) and are ready; pods seen with both running; pods mid upgrade at once.
+read -r min_working both_seen max_mid < <(python3 - "$WORK/watch4c.json" "$HOT_EMPTY" <<'PYEOF'
+import json, sys
+text, dec, pos, empty = open(sys.argv[1]).read(), json.JSONDecoder(), 0, sys.argv[2]
+pods, both, min_working, max_mid = {}, set(), 2, 0
+def same(spec, status):
+    return spec is not None and status in (spec, "docker.io/" + spec)
+def real(img):
+    return not same(empty, img)
+while True:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    if pos >= len(text):
+        break
+    try:
+        ev, pos = dec.raw_decode(text, pos)
+    except ValueError:
+        break
+    obj = ev.get("object", {})
+    if ev.get("type") == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):
+        continue
+    name = obj["metadata"]["name"]
+    st = {c["name"]: c for c in obj.get("status", {}).get("containerStatuses", [])}
+    spec = {c["name"]: c.get("image") for c in obj.get("spec", {}).get("containers", [])}
+    pair = ("sidecar-1", "sidecar-2")
+    working = sum(1 for n in pair if n in st and st[n].get("ready") and real(st[n].get("image", "")))
+    if working == 2:
+        both.add(name)
+    # Mid upgrade: a container of the pair not yet running its spec image, or both on real images.
+    mid = any(not same(spec.get(n), st.get(n, {}).get("image")) for n in pair) or \
+        all(real(spec.get(n) or empty) for n in pair)
+    pods[name] = (working, mid)
+    min_working = min(min_working, min(w for w, _ in pods.values()))
+    max_mid = max(max_mid, sum(1 for _, m in pods.values() if m))
+print(min_working, len(both), max_mid)
+PYEOF
+)
+[ "$min_working" -ge 1 ] || die "a hot pod had no ready sidecar on a real image at some moment"
+[ "$both_seen" = 2 ] || die "$both_seen of 2 pods seen with both sidecars running (new before old reset)"
+[ "$max_mid" = 1 ] || die "$max_mid hot pods were mid upgrade at once, want exactly 1 (maxUnavailable 1)"
+k -n "$NS" delete deployment hot --wait=false >/dev/null 2>&1
+k delete sidecarset "$HOT_SET" >/dev/null 2>&1 || die "deleting the hot SidecarSet"
+hot_gone() { [ "$(hot_json | jq '.items | length')" = 0 ]; }
+wait_for 60 "the hot pods to be gone" hot_gone
+step_done "2 pods hot-upgraded in place (UIDs kept, sidecar-2 working on v2, sidecar-1 back on the empty image, SidecarSetUpgradable True); at every moment >= $min_working working sidecar per pod, both ran together in $both_seen pods, at most $max_mid pod mid upgrade"
+
 # --- 5 -------------------------------------------------------------------------------------------
 step 5 "a change other than images reaches new pods only"
 pod_table >"$WORK/before5"
@@ -253,9 +369,16 @@ wait_for 120 "4 Ready pods" ready_pods 4
 wait_for 60 "status matched 4, updated 1, ready 4" status_is "4 1 4"
 with_env=$(pods_json | jq -r '[.items[] | select(any(.spec.containers[0].env[]?; .name == "LOG_LEVEL"))] | length')
 [ "$with_env" = 1 ] || die "$with_env pods have LOG_LEVEL, want only the new one"
+marked() { # the 3 old pods have SidecarSetUpgradable False for this set, the new pod has none
+  [ "$(pods_json | jq -r --arg s "$SET" '[.items[] | select(any(.status.conditions[]?;
+      .type == "SidecarSetUpgradable" and .status == "False" and .reason == "UpdateImmutableField"
+      and ((.message | fromjson)[$s] == false)))] | length')" = 3 ] &&
+  [ "$(pods_json | jq '[.items[] | select(any(.status.conditions[]?; .type == "SidecarSetUpgradable"))] | length')" = 3 ]
+}
+wait_for 60 "condition SidecarSetUpgradable False on the 3 old pods" marked
 pod_table | grep -F -f <(cut -f1 "$WORK/before5") | cut -f1-6 >"$WORK/kept5"
 cut -f1-6 "$WORK/before5" | cmp -s - "$WORK/kept5" || die "existing pods changed: $(diff <(cut -f1-6 "$WORK/before5") "$WORK/kept5" | tr '\n' ' ')"
-step_done "old pods untouched, the new pod has LOG_LEVEL; status matched 4 updated 1"
+step_done "old pods untouched (condition SidecarSetUpgradable False), the new pod has LOG_LEVEL; status matched 4 updated 1"
 
 # --- 6 -------------------------------------------------------------------------------------------
 step 6 "with the manager down, pods are still created (without the sidecar)"
