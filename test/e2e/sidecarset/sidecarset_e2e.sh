@@ -27,6 +27,11 @@
 #   5. a change other than images (an env var): no existing pod is touched; a new pod (scale to 4)
 #      gets it; status updatedPods 1 of matchedPods 4; the old pods get condition
 #      SidecarSetUpgradable False (reason UpdateImmutableField), the new one has none;
+#  5b. the revision history: status.latestRevision names a ControllerRevision in kruise-system
+#      (label kruise.io/sidecarset-name), one per injectable spec so far (busybox:1.35, v1, v2,
+#      v2 + env); with updateStrategy paused and injectionStrategy.revision naming the first, a
+#      new pod (scale to 5) gets sidecar1 on busybox:1.35 and records that revision in its hash
+#      annotation, the other pods untouched;
 #   6. with the manager down, a pod is still created (the pod webhook's failurePolicy Ignore),
 #      without the sidecar.
 #
@@ -72,6 +77,8 @@ cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   k delete sidecarset "$HOT_SET" --ignore-not-found >/dev/null 2>&1
   k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1
+  k -n kruise-system delete controllerrevisions -l "kruise.io/sidecarset-name=$SET" \
+    --ignore-not-found >/dev/null 2>&1
   delete_test_deployment "$WORK" "$NS"
   rm -rf "$WORK"
   exit "$rc"
@@ -380,12 +387,53 @@ pod_table | grep -F -f <(cut -f1 "$WORK/before5") | cut -f1-6 >"$WORK/kept5"
 cut -f1-6 "$WORK/before5" | cmp -s - "$WORK/kept5" || die "existing pods changed: $(diff <(cut -f1-6 "$WORK/before5") "$WORK/kept5" | tr '\n' ' ')"
 step_done "old pods untouched (condition SidecarSetUpgradable False), the new pod has LOG_LEVEL; status matched 4 updated 1"
 
+# --- 5b ------------------------------------------------------------------------------------------
+step 5b "revision history; injectionStrategy.revision injects the first revision into a new pod"
+revisions_json() { k -n kruise-system get controllerrevisions -l "kruise.io/sidecarset-name=$SET" -o json; }
+latest_recorded() { # the set's latestRevision exists and records its current spec (v2 + env)
+  local latest
+  latest=$(ss_json | jq -r '.status.latestRevision // ""')
+  [ -n "$latest" ] && revisions_json | jq -e --arg n "$latest" '.items[] | select(.metadata.name == $n)
+    | .data.spec.containers[0].env[]? | select(.name == "LOG_LEVEL")' >/dev/null
+}
+wait_for 60 "status.latestRevision naming the revision of the current spec" latest_recorded
+images=$(revisions_json | jq -r '[.items | sort_by(.revision)[] | .data.spec.containers[0].image | sub(".*/"; "")] | join(" ")')
+[ "$images" = "busybox:1.35 busybox:v1 busybox:v2 busybox:v2" ] || die "revisions by number: $images"
+first=$(revisions_json | jq -r --arg img "$REG/busybox:1.35" \
+  '[.items[] | select(.data.spec.containers[0].image == $img)][0].metadata.name')
+pod_table >"$WORK/before5b"
+k patch sidecarset "$SET" --type json -p "[
+  {\"op\":\"add\",\"path\":\"/spec/updateStrategy/paused\",\"value\":true},
+  {\"op\":\"add\",\"path\":\"/spec/injectionStrategy/revision\",
+   \"value\":{\"revisionName\":\"$first\",\"policy\":\"Always\"}}]" >/dev/null ||
+  die "patching updateStrategy.paused and injectionStrategy.revision"
+# The webhook's cache sees the set change through its informer: new pods until then could get
+# the latest; wait until the set it holds names the revision (a server-side dry run shows it).
+dry_run_image() {
+  k -n "$NS" run probe-5b --image="$REG/busybox:1.35" --labels=app=nginx --dry-run=server -o json \
+    2>/dev/null | jq -r '(.spec.containers[] | select(.name == "sidecar1") | .image) // "-"'
+}
+injects_first() { [ "$(dry_run_image)" = "$REG/busybox:1.35" ]; }
+wait_for 30 "the pod webhook to inject the first revision (server-side dry run)" injects_first
+deployment 5 | apply_stdin
+wait_for 120 "5 Ready pods" ready_pods 5
+new_pod=$(pod_table | grep -v -F -f <(cut -f1 "$WORK/before5b") | cut -f1)
+[ "$(echo "$new_pod" | wc -w)" = 1 ] || die "new pods: '$new_pod', want one"
+got=$(pods_json | jq -r --arg p "$new_pod" '.items[] | select(.metadata.name == $p)
+  | [(.spec.containers[] | select(.name == "sidecar1") | .image),
+     ((.metadata.annotations["kruise.io/sidecarset-hash"] | fromjson)["test-sidecarset"].controllerRevision)]
+  | @tsv')
+[ "$got" = "$REG/busybox:1.35	$first" ] || die "new pod $new_pod: sidecar image and recorded revision '$got', want busybox:1.35 and $first"
+pod_table | grep -F -f <(cut -f1 "$WORK/before5b") | cut -f1-6 >"$WORK/kept5b"
+cut -f1-6 "$WORK/before5b" | cmp -s - "$WORK/kept5b" || die "existing pods changed while paused"
+step_done "4 revisions (1.35, v1, v2, v2+env), latestRevision recorded; new pod $new_pod got busybox:1.35 from $first"
+
 # --- 6 -------------------------------------------------------------------------------------------
 step 6 "with the manager down, pods are still created (without the sidecar)"
 kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null
 MANAGER_PID=
-deployment 5 | apply_stdin
-wait_for 120 "5 Ready pods" ready_pods 5
+deployment 6 | apply_stdin
+wait_for 120 "6 Ready pods" ready_pods 6
 plain=$(pods_json | jq -r '[.items[] | select([.spec.containers[].name] == ["main"])] | length')
 [ "$plain" = 1 ] || die "$plain pods without the sidecar, want the one created while the manager was down"
 step_done "the pod created with no manager answering exists, without sidecar1"
