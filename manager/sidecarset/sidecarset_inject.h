@@ -54,8 +54,8 @@
 // and the item; identical duplicates are injected once. SidecarSetConflicts (admission) is
 // stricter (any shared name) and stays the validating webhook's check.
 //
-// Not here (see the report of issue 15): injectionStrategy.revision (picking an older revision
-// from the ControllerRevision history is the caller's job: pass that revision's set), resources
+// Not here: injectionStrategy.revision (SidecarSetInjector picks the revision with
+// sidecarset_revision.h and passes that revision's set), resources
 // computed by resourcesPolicy (1.9; sidecars keep their own resources), pod UPDATE handling.
 //
 // Hashes (OpenKruise pkg/webhook/sidecarset/mutating/hash.go): SHA-256 of the JSON encoding of
