@@ -298,6 +298,36 @@ Json ExpandScatter(const Json& scatter, const std::vector<const Json*>& pods) {
   return out;
 }
 
+// What a pod patch needs first: an object whose spec.containers is a list, and its
+// resourceVersion (the patch's `test`). Errors name the pod as `context` does.
+absl::StatusOr<std::string> PatchGuard(const Json& pod, const std::string& context) {
+  if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
+  std::string rv = kube::ResourceVersion(pod);
+  if (rv.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": metadata.resourceVersion is required (the patch's guard)"));
+  }
+  const Json* containers = kube::FindPath(pod, {"spec", "containers"});
+  if (containers == nullptr || !containers->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(context, ": spec.containers is not a list"));
+  }
+  return rv;
+}
+
+// The set's kruise.io/sidecarset-inplace-update-state entry for `update` of `pod` at `now`.
+absl::StatusOr<OrderedJson> InPlaceStateEntry(const Json& pod,
+                                              const inplace::InPlaceUpdateSpec& update,
+                                              absl::Time now, const std::string& context) {
+  try {  // the engine reads the container statuses with value(): a mistyped field throws
+    return OrderedJson::parse(
+        inplace::FormatInPlaceUpdateState(inplace::NewInPlaceUpdateState(pod, update, now)),
+        nullptr, /*allow_exceptions=*/false);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(context, ": status.containerStatuses: ", e.what()));
+  }
+}
+
 }  // namespace upgrade_impl
 }  // namespace
 
@@ -512,20 +542,10 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
                                                        const nlohmann::json& pod, absl::Time now) {
   using upgrade_impl::Entries;
   using upgrade_impl::OrderedJson;
-  if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
-  const std::string pod_name = kube::Name(pod);
-  const std::string rv = kube::ResourceVersion(pod);
-  if (rv.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pod ", pod_name, ": metadata.resourceVersion is required (the patch's guard)"));
-  }
-  const nlohmann::json* containers = kube::FindPath(pod, {"spec", "containers"});
-  if (containers == nullptr || !containers->is_array()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pod ", pod_name, ": spec.containers is not a list"));
-  }
+  const std::string context = absl::StrCat("pod ", kube::Name(pod));
+  absl::StatusOr<std::string> rv = upgrade_impl::PatchGuard(pod, context);
+  if (!rv.ok()) return rv.status();
   const std::map<std::string, std::string> annotations = kube::Annotations(pod);
-  const std::string context = absl::StrCat("pod ", pod_name);
   auto hashes = upgrade_impl::ReadEntries(annotations, kSidecarSetHashAnnotation, true);
   if (!hashes.ok()) return Annotate(hashes.status(), context);
   auto without =
@@ -566,9 +586,11 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
   if (!target.hot.empty()) pairs = upgrade_impl::HotPairs(target, pod, working, &patch.missing);
   if (!patch.missing.empty()) return patch;
 
-  patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}});
+  patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", *rv}});
   inplace::InPlaceUpdateSpec update;
   update.revision = target.hash;
+  const nlohmann::json* containers =
+      kube::FindPath(pod, {"spec", "containers"});  // PatchGuard: a list
   for (size_t i = 0; i < containers->size(); ++i) {
     const nlohmann::json& c = (*containers)[i];
     auto it = target.images.find(upgrade_impl::Str(c, "name"));
@@ -658,16 +680,9 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
     patch.ops.push_back({{"op", "add"}, {"path", (base / k).to_string()}, {"value", v}});
   }
   if (!update.container_images.empty()) {
-    OrderedJson state;
-    try {  // the engine reads the container statuses with value(): a mistyped field throws
-      state = OrderedJson::parse(
-          inplace::FormatInPlaceUpdateState(inplace::NewInPlaceUpdateState(pod, update, now)),
-          nullptr, /*allow_exceptions=*/false);
-    } catch (const nlohmann::json::exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(context, ": status.containerStatuses: ", e.what()));
-    }
-    (*states)[target.name] = std::move(state);
+    absl::StatusOr<OrderedJson> state = upgrade_impl::InPlaceStateEntry(pod, update, now, context);
+    if (!state.ok()) return state.status();
+    (*states)[target.name] = *std::move(state);
     set_annotation(kSidecarSetInPlaceUpdateStateAnnotation, *states);
   }
   return patch;
@@ -676,17 +691,9 @@ absl::StatusOr<SidecarPodPatch> SidecarPodUpgradePatch(const SidecarSetUpgradeTa
 absl::StatusOr<SidecarPodPatch> SidecarPodHotUpgradeResetPatch(
     const SidecarSetUpgradeTarget& target, const nlohmann::json& pod, absl::Time now) {
   using upgrade_impl::OrderedJson;
-  if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not an object");
   const std::string context = absl::StrCat("pod ", kube::Name(pod));
-  const std::string rv = kube::ResourceVersion(pod);
-  if (rv.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context, ": metadata.resourceVersion is required (the patch's guard)"));
-  }
-  const nlohmann::json* containers = kube::FindPath(pod, {"spec", "containers"});
-  if (containers == nullptr || !containers->is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(context, ": spec.containers is not a list"));
-  }
+  absl::StatusOr<std::string> rv = upgrade_impl::PatchGuard(pod, context);
+  if (!rv.ok()) return rv.status();
   const std::map<std::string, std::string> annotations = kube::Annotations(pod);
   auto working = upgrade_impl::ReadWorking(annotations);
   if (!working.ok()) return Annotate(working.status(), context);
@@ -695,7 +702,7 @@ absl::StatusOr<SidecarPodPatch> SidecarPodHotUpgradeResetPatch(
   if (!states.ok()) return Annotate(states.status(), context);
 
   SidecarPodPatch patch;
-  patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", rv}});
+  patch.ops.push_back({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", *rv}});
   inplace::InPlaceUpdateSpec update;
   update.revision = target.hash;
   if (auto s = states->find(target.name); s != states->end()) {
@@ -719,16 +726,9 @@ absl::StatusOr<SidecarPodPatch> SidecarPodHotUpgradeResetPatch(
   for (const auto& [k, v] : version_ops) {
     patch.ops.push_back({{"op", "add"}, {"path", (base / k).to_string()}, {"value", v}});
   }
-  OrderedJson state;
-  try {
-    state = OrderedJson::parse(
-        inplace::FormatInPlaceUpdateState(inplace::NewInPlaceUpdateState(pod, update, now)),
-        nullptr, /*allow_exceptions=*/false);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(context, ": status.containerStatuses: ", e.what()));
-  }
-  (*states)[target.name] = std::move(state);
+  absl::StatusOr<OrderedJson> state = upgrade_impl::InPlaceStateEntry(pod, update, now, context);
+  if (!state.ok()) return state.status();
+  (*states)[target.name] = *std::move(state);
   patch.ops.push_back({{"op", "add"},
                        {"path", (base / kSidecarSetInPlaceUpdateStateAnnotation).to_string()},
                        {"value", upgrade_impl::Dump(*states)}});
