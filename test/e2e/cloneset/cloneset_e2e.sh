@@ -101,22 +101,14 @@ watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$1" 2>/dev/null)" -ge "$2" ];
 # watch_stats FILE N: "max_unready max_pods min_ready" over every moment of the watch once its first
 # N pods were listed, counting live pods (no deletionTimestamp) and Ready ones.
 watch_stats() {
-  python3 - "$1" "$2" <<'PYEOF'
-import json, sys
-text = open(sys.argv[1]).read()
+  PYTHONPATH="$ROOT/test/e2e" python3 - "$1" "$2" <<'PYEOF'
+import sys
+from watch_events import events
 initial, listed = int(sys.argv[2]), False
-dec, pos, pods = json.JSONDecoder(), 0, {}
+pods = {}
 max_unready = max_pods = 0
 min_ready = None
-while True:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    if pos >= len(text):
-        break
-    try:
-        ev, pos = dec.raw_decode(text, pos)
-    except ValueError:
-        break
+for ev in events(sys.argv[1]):
     obj = ev.get("object", {})
     name = obj.get("metadata", {}).get("name")
     if ev.get("type") == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):

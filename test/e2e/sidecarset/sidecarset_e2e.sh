@@ -209,19 +209,12 @@ sys.exit(1 if why else 0)
 PYEOF
 # Over every moment of the watch: pods unready, and pods mid-upgrade (sidecar1's spec image not
 # yet the image it runs, or it is not ready): the controller's maxUnavailable bounds both.
-read -r max_unready max_upgrading < <(python3 - "$WORK/watch4.json" <<'PYEOF'
-import json, sys
-text, dec, pos, pods = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}
+read -r max_unready max_upgrading < <(PYTHONPATH="$ROOT/test/e2e" python3 - "$WORK/watch4.json" <<'PYEOF'
+import sys
+from watch_events import events
+pods = {}
 worst_unready = worst_upgrading = 0
-while True:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    if pos >= len(text):
-        break
-    try:
-        ev, pos = dec.raw_decode(text, pos)
-    except ValueError:
-        break
+for ev in events(sys.argv[1]):
     obj = ev.get("object", {})
     spec = next((c.get("image") for c in obj.get("spec", {}).get("containers", [])
                  if c.get("name") == "sidecar1"), None)
@@ -320,23 +313,16 @@ unmarked=$(hot_json | jq -r '.items[] | select(any(.status.conditions[]?; .type 
 [ -z "$unmarked" ] || die "hot pods without SidecarSetUpgradable True: $unmarked"
 # Over every moment of the watch: in each pod, how many of the pair run a real image (by their
 # status, not the empty one) and are ready; pods seen with both running; pods mid upgrade at once.
-read -r min_working both_seen max_mid < <(python3 - "$WORK/watch4c.json" "$HOT_EMPTY" <<'PYEOF'
-import json, sys
-text, dec, pos, empty = open(sys.argv[1]).read(), json.JSONDecoder(), 0, sys.argv[2]
+read -r min_working both_seen max_mid < <(PYTHONPATH="$ROOT/test/e2e" python3 - "$WORK/watch4c.json" "$HOT_EMPTY" <<'PYEOF'
+import sys
+from watch_events import events
+empty = sys.argv[2]
 pods, both, min_working, max_mid = {}, set(), 2, 0
 def same(spec, status):
     return spec is not None and status in (spec, "docker.io/" + spec)
 def real(img):
     return not same(empty, img)
-while True:
-    while pos < len(text) and text[pos].isspace():
-        pos += 1
-    if pos >= len(text):
-        break
-    try:
-        ev, pos = dec.raw_decode(text, pos)
-    except ValueError:
-        break
+for ev in events(sys.argv[1]):
     obj = ev.get("object", {})
     if ev.get("type") == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):
         continue
