@@ -11,12 +11,15 @@
 //   coming from --pod instead of the API server (a GET there is not what this measures).
 
 #include <pthread.h>
+#include <algorithm>
+#include <chrono>
 
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -121,14 +124,47 @@ void FillSidecarSets(kruise::manager::sidecarset::SidecarSetCache* cache) {
   cache->UpsertNamespace({{"metadata", {{"name", "load"}, {"labels", {{"team", "platform"}}}}}});
 }
 
+// --loop-review: the handlers' own cost, in-process, without TLS, HTTP or threads. Rounds
+// interleave the pod paths; prints each round's mean µs per review, then the medians.
+int LoopReviews(const kruise::manager::webhook::HandlerRegistry& registry, const std::string& file,
+                int count) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string body = text.str();
+  const std::vector<std::string> paths = {"/kruise/mutate-pod", "/kruise/mutate-pod-sidecarsets"};
+  std::map<std::string, std::vector<double>> means;
+  for (int round = 0; round < 5; ++round) {
+    for (const std::string& path : paths) {
+      kruise::manager::webhook::Handler* handler = registry.Find(path);
+      if (handler == nullptr) return 1;
+      size_t bytes = 0;
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < count; ++i) {
+        bytes += kruise::manager::webhook::ServeAdmission(*handler, body).body.size();
+      }
+      const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+      means[path].push_back(took.count() / count);
+      std::printf("%-32s round %d  %8.2f us/review  reply %zu bytes\n", path.c_str(), round,
+                  took.count() / count, bytes / count);
+    }
+  }
+  for (auto& [path, v] : means) {
+    std::sort(v.begin(), v.end());
+    std::printf("%-32s median %8.2f us/review (%.2f-%.2f)\n", path.c_str(), v[v.size() / 2],
+                v.front(), v.back());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"admission webhook benchmark server"};
   std::string cert, key, addr = "127.0.0.1:16511";
   int threads = 4;  // WebhookServer::Options::threads, as kruise-manager runs it
-  app.add_option("--cert", cert, "TLS certificate (PEM)")->required();
-  app.add_option("--key", key, "TLS private key (PEM)")->required();
+  app.add_option("--cert", cert, "TLS certificate (PEM); required unless --loop-review");
+  app.add_option("--key", key, "TLS private key (PEM); required unless --loop-review");
   app.add_option("--addr", addr, "listen address (host:port)");
   app.add_option("--threads", threads, "server threads");
   std::string port_file;
@@ -136,7 +172,17 @@ int main(int argc, char** argv) {
                  "write the bound port here once serving (for --addr :0)");
   std::string pod_file = KRUISE_BENCH_POD_FILE;
   app.add_option("--pod", pod_file, "the running pod CRR admissions refer to (JSON)");
+  std::string loop_review;
+  int loop_count = 20000;
+  app.add_option("--loop-review", loop_review,
+                 "no server: time ServeAdmission in-process on this review for every pod path, "
+                 "print µs per review and exit (handler cost without TLS and HTTP)");
+  app.add_option("--loop-count", loop_count, "reviews per path and round for --loop-review");
   CLI11_PARSE(app, argc, argv);
+  if (loop_review.empty() && (cert.empty() || key.empty())) {
+    std::fprintf(stderr, "--cert and --key are required (unless --loop-review)\n");
+    return 2;
+  }
 
   using namespace kruise::manager::webhook;
   HandlerRegistry registry;
@@ -165,6 +211,7 @@ int main(int argc, char** argv) {
   }
   OnePodReader pods(std::move(pod));
   RegisterCrrHandlers(&registry, &pods);
+  if (!loop_review.empty()) return LoopReviews(registry, loop_review, loop_count);
   // Signals are taken by sigwait below; blocked before the server starts so its threads inherit it.
   sigset_t signals;
   sigemptyset(&signals);

@@ -87,9 +87,10 @@ void AppendPointerToken(std::string* path, const std::string& key) {
 }
 
 // RFC 6902 operations turning `a` into `b` (which differ) at `path`. Unlike Json::diff, equal
-// members are skipped after one comparison (no path strings or ops built for them), and an array
-// whose length changed is replaced whole: an element inserted in front (a sidecar before the app
-// containers) is one op instead of a rewrite of every later element, field by field.
+// members are skipped after one comparison (no path strings or ops built for them). An array
+// that grew or shrank by one contiguous run (a sidecar added in front of, between or after the
+// app containers) gives one add or remove per element of the run; any other change of length
+// replaces the array whole rather than rewriting every later element field by field.
 void DiffInto(const Json& a, const Json& b, std::string* path, Json* ops) {
   const size_t len = path->size();
   if (a.is_object() && b.is_object()) {
@@ -112,14 +113,40 @@ void DiffInto(const Json& a, const Json& b, std::string* path, Json* ops) {
     }
     return;
   }
-  if (a.is_array() && b.is_array() && a.size() == b.size()) {
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i] == b[i]) continue;
-      AppendPointerToken(path, std::to_string(i));
-      DiffInto(a[i], b[i], path, ops);
-      path->resize(len);
+  if (a.is_array() && b.is_array()) {
+    if (a.size() == b.size()) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i] == b[i]) continue;
+        AppendPointerToken(path, std::to_string(i));
+        DiffInto(a[i], b[i], path, ops);
+        path->resize(len);
+      }
+      return;
     }
-    return;
+    // The longer array is the shorter one with a run inserted at `prefix`?
+    const Json& shorter = a.size() < b.size() ? a : b;
+    const Json& longer = a.size() < b.size() ? b : a;
+    size_t prefix = 0;
+    while (prefix < shorter.size() && shorter[prefix] == longer[prefix]) ++prefix;
+    size_t suffix = 0;
+    while (prefix + suffix < shorter.size() &&
+           shorter[shorter.size() - 1 - suffix] == longer[longer.size() - 1 - suffix]) {
+      ++suffix;
+    }
+    if (!shorter.empty() && prefix + suffix == shorter.size()) {
+      const size_t run = longer.size() - shorter.size();
+      for (size_t i = 0; i < run; ++i) {
+        // Removals all take the run's first index in turn; insertions go one after another.
+        AppendPointerToken(path, std::to_string(a.size() < b.size() ? prefix + i : prefix));
+        if (a.size() < b.size()) {
+          ops->push_back({{"op", "add"}, {"path", *path}, {"value", b[prefix + i]}});
+        } else {
+          ops->push_back({{"op", "remove"}, {"path", *path}});
+        }
+        path->resize(len);
+      }
+      return;
+    }
   }
   ops->push_back({{"op", "replace"}, {"path", *path}, {"value", b}});
 }
@@ -279,8 +306,17 @@ absl::StatusOr<AdmissionRequest> DecodeAdmissionReviewJson(Json review) {
   return req;
 }
 
-Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response) {
-  Json resp = {{"uid", request.uid}, {"allowed", response.allowed}};
+std::string EncodeAdmissionReviewText(const AdmissionRequest& request,
+                                      const AdmissionResponse& response) {
+  // Written out rather than built as a Json and dumped: the base64 patch is most of a mutating
+  // reply, needs no escaping, and nlohmann's dump looks at it a character at a time.
+  auto quoted = [](const std::string& s) {
+    return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  std::string out = absl::StrCat("{\"apiVersion\":", quoted(request.api_version),
+                                 ",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":",
+                                 quoted(request.uid), ",\"allowed\":",
+                                 response.allowed ? "true" : "false");
   if (response.result.code != 0 || !response.result.message.empty() ||
       !response.result.reason.empty()) {
     Json status = Json::object();
@@ -288,16 +324,23 @@ Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionRespo
     if (!response.result.message.empty()) status["message"] = response.result.message;
     if (!response.result.reason.empty()) status["reason"] = response.result.reason;
     if (!response.allowed) status["status"] = "Failure";
-    resp["status"] = std::move(status);
+    absl::StrAppend(&out, ",\"status\":",
+                    status.dump(-1, ' ', false, Json::error_handler_t::replace));
   }
   if (response.patch.has_value()) {
-    resp["patch"] = absl::Base64Escape(*response.patch);
-    resp["patchType"] = "JSONPatch";
+    absl::StrAppend(&out, ",\"patchType\":\"JSONPatch\",\"patch\":\"",
+                    absl::Base64Escape(*response.patch), "\"");
   }
-  if (!response.warnings.empty()) resp["warnings"] = response.warnings;
-  return Json{{"apiVersion", request.api_version},
-              {"kind", "AdmissionReview"},
-              {"response", std::move(resp)}};
+  if (!response.warnings.empty()) {
+    absl::StrAppend(&out, ",\"warnings\":",
+                    Json(response.warnings).dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  out.append("}}");
+  return out;
+}
+
+Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response) {
+  return Json::parse(EncodeAdmissionReviewText(request, response));
 }
 
 HttpReply ServeAdmission(Handler& handler, absl::string_view body) {
@@ -312,7 +355,7 @@ HttpReply ServeAdmission(Handler& handler, absl::string_view body) {
     Logger("webhook")->error("admission handler failed for {}: {}", req->uid, e.what());
     resp = Denied(500, absl::StrCat("internal error: ", e.what()), "InternalError");
   }
-  return {200, EncodeAdmissionReview(*req, resp).dump()};
+  return {200, EncodeAdmissionReviewText(*req, resp)};
 }
 
 bool HandlerRegistry::Register(const std::string& path, std::shared_ptr<Handler> handler,

@@ -90,8 +90,9 @@ AdmissionResponse Denied(int code, std::string message, std::string reason = "")
 // Allowed, with the JSON Patch that turns `original` into `mutated` (no patch when equal).
 AdmissionResponse PatchResponse(const Json& original, const Json& mutated);
 // The JSON Patch PatchResponse sends: objects member by member, arrays of equal length element by
-// element, any other change (an array that grew or shrank, a type change) replaced whole. Empty
-// when equal; applying it to `original` gives `mutated`.
+// element, an array that grew or shrank by one contiguous run as one add or remove per element,
+// any other change (other changes of length, a type change) replaced whole. Empty when equal;
+// applying it to `original` gives `mutated`.
 Json JsonPatchDiff(const Json& original, const Json& mutated);
 // Allowed, with an explicit list of JSON Patch operations (an array; none when empty).
 AdmissionResponse PatchOpsResponse(const Json& ops);
@@ -104,7 +105,9 @@ absl::StatusOr<AdmissionRequest> DecodeAdmissionReviewJson(Json review);
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body);
 
 // The AdmissionReview answering `request` (same apiVersion, uid echoed, patch base64-encoded with
-// patchType JSONPatch).
+// patchType JSONPatch), as the reply body; EncodeAdmissionReview parses it back (for tests).
+std::string EncodeAdmissionReviewText(const AdmissionRequest& request,
+                                      const AdmissionResponse& response);
 Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionResponse& response);
 
 struct HttpReply {

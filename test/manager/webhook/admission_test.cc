@@ -138,6 +138,12 @@ TEST(AdmissionEncodeTest, EchoesVersionUidAndStatus) {
   Json allowed = EncodeAdmissionReview(req, Allowed());
   EXPECT_EQ(allowed["response"]["allowed"], true);
   EXPECT_FALSE(allowed["response"].contains("status"));
+  // Quotes, control characters and bytes that are not UTF-8 (a pod's own text echoed in a
+  // message) still give valid JSON; the invalid byte becomes U+FFFD.
+  req.uid = "u-\"2\"";
+  Json odd = EncodeAdmissionReview(req, Denied(422, "bad \"name\"\n\xff", ""));
+  EXPECT_EQ(odd["response"]["uid"], "u-\"2\"");
+  EXPECT_EQ(odd["response"]["status"]["message"], "bad \"name\"\n\xef\xbf\xbd");
 }
 
 TEST(AdmissionPatchTest, PatchResponseIsBase64JsonPatchThatReproducesTheMutation) {
@@ -234,6 +240,19 @@ TEST(JsonPatchDiffTest, AppliedToTheOriginalGivesTheMutatedDocument) {
   edited["metadata"]["annotations"] = {{"k", "v"}};
   edited["spec"]["containers"][0]["image"] = "nginx:2";
   cases.emplace_back("escaped keys, removal, addition, nested replace", edited);
+  Json two_after = pod;
+  two_after["spec"]["containers"].push_back(Json{{"name", "log"}, {"image", "fluentd:1"}});
+  two_after["spec"]["containers"].push_back(Json{{"name", "proxy"}, {"image", "envoy:1"}});
+  two_after["spec"]["volumes"].push_back(Json{{"name", "logs"}, {"emptyDir", Json::object()}});
+  cases.emplace_back("containers and a volume appended", two_after);
+  Json three = two_after;
+  three["spec"]["containers"].insert(three["spec"]["containers"].begin() + 1,
+                                     Json{{"name", "mid"}, {"image", "busybox"}});
+  cases.emplace_back("a run inserted in the middle", three);
+  Json reordered = two_after;
+  std::swap(reordered["spec"]["containers"][1], reordered["spec"]["containers"][2]);
+  reordered["spec"]["containers"].erase(reordered["spec"]["containers"].begin());
+  cases.emplace_back("shrunk and reordered", reordered);
   Json retyped = pod;
   retyped["spec"]["volumes"] = "none";
   cases.emplace_back("type change", retyped);
@@ -241,13 +260,27 @@ TEST(JsonPatchDiffTest, AppliedToTheOriginalGivesTheMutatedDocument) {
   for (const auto& [what, mutated] : cases) {
     Json ops = JsonPatchDiff(pod, mutated);
     EXPECT_EQ(pod.patch(ops), mutated) << what << ": " << ops.dump();
+    // And back: the runs removed again.
+    Json back = JsonPatchDiff(mutated, pod);
+    EXPECT_EQ(mutated.patch(back), pod) << what << " reversed: " << back.dump();
   }
   EXPECT_EQ(JsonPatchDiff(pod, pod), Json::array());
-  // A sidecar in front of the app container: one op, not a field-by-field rewrite.
+  // A sidecar in front of the app container: one add, not a rewrite of the list.
   EXPECT_EQ(JsonPatchDiff(pod, sidecar_first),
-            Json::parse(R"([{"op": "replace", "path": "/spec/containers", "value": [
-              {"name": "log", "image": "fluentd:1"},
-              {"name": "app", "image": "nginx:1", "env": [{"name": "X"}]}]}])"));
+            Json::parse(R"([{"op": "add", "path": "/spec/containers/0",
+                             "value": {"name": "log", "image": "fluentd:1"}}])"));
+  EXPECT_EQ(JsonPatchDiff(two_after, pod),
+            Json::parse(R"([{"op": "remove", "path": "/spec/containers/1"},
+                            {"op": "remove", "path": "/spec/containers/1"},
+                            {"op": "remove", "path": "/spec/volumes/1"}])"));
+  EXPECT_EQ(JsonPatchDiff(two_after, three),
+            Json::parse(R"([{"op": "add", "path": "/spec/containers/1",
+                             "value": {"name": "mid", "image": "busybox"}}])"));
+  // Not one contiguous run: the list replaced whole.
+  const Json shrunk = JsonPatchDiff(two_after, reordered);
+  ASSERT_EQ(shrunk.size(), 1u) << shrunk.dump();
+  EXPECT_EQ(shrunk[0]["op"], "replace");
+  EXPECT_EQ(shrunk[0]["path"], "/spec/containers");
   EXPECT_EQ(JsonPatchDiff(pod, edited).size(), 4u) << JsonPatchDiff(pod, edited).dump();
 }
 
