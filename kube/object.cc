@@ -562,6 +562,15 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view s) {
   return out;
 }
 
+const LabelSelector::Requirement* LabelSelector::RequiredLabel() const {
+  const Requirement* best = nullptr;
+  for (const Requirement& r : requirements_) {
+    if (r.op != Op::kIn && r.op != Op::kEquals) continue;
+    if (best == nullptr || r.values.size() < best->values.size()) best = &r;
+  }
+  return best;
+}
+
 bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) const {
   if (nothing_) return false;
   for (const Requirement& r : requirements_) {

@@ -129,6 +129,10 @@ class LabelSelector {
   // Matches the object's metadata.labels.
   bool MatchesObject(const Json& obj) const { return Matches(Labels(obj)); }
 
+  // A requirement every matching label set meets by carrying one of its values (In or Equals;
+  // the one with the fewest values), for indexing selectors by label; null when there is none.
+  const Requirement* RequiredLabel() const;
+
   bool matches_everything() const { return !nothing_ && requirements_.empty(); }
   bool matches_nothing() const { return nothing_; }
   const std::vector<Requirement>& requirements() const { return requirements_; }

@@ -135,8 +135,9 @@ std::string RecordedHashOfDefaulted(const Json& defaulted, const char* annotatio
 
 // ---- Injection
 
-// A pod container's env, by name (the last of a name wins, as a Go map fill does).
-using EnvIndex = std::map<std::string, std::map<std::string, Json>>;
+// A pod container's env, by name (the last of a name wins, as a Go map fill does); pointers into
+// the pod.
+using EnvIndex = std::map<std::string, std::map<std::string, const Json*>>;
 
 struct PodView {
   std::map<std::string, std::string> labels;
@@ -246,7 +247,7 @@ Json BuildContainer(const Json& sc, const std::string& set_name, const PodView& 
           auto envs = pod.envs.find(StrAt(*app, "name"));
           if (envs == pod.envs.end()) continue;
           if (auto e = envs->second.find(var); e != envs->second.end()) {
-            shared_env.push_back(e->second);
+            shared_env.push_back(*e->second);
           }
         }
       }
@@ -300,7 +301,7 @@ Json BuildContainer(const Json& sc, const std::string& set_name, const PodView& 
                                         "\""));
           continue;
         }
-        AddUnique(env, "name", envs->second.at(n));
+        AddUnique(env, "name", *envs->second.at(n));
       }
     }
   }
@@ -316,9 +317,9 @@ struct Planned {
 
 // Merges sidecars into a pod's container list: same name replaced in place, the others before or
 // after the pod's own.
-Json MergeContainers(const Json& origin, const std::vector<Planned>& sidecars,
+Json MergeContainers(Json merged, const std::vector<Planned>& sidecars,
                      std::vector<std::string>* names) {
-  Json merged = origin;
+  if (!merged.is_array()) merged = Json::array();
   Json before = Json::array(), after = Json::array();
   for (const Planned& p : sidecars) {
     const std::string name = StrAt(p.container, "name");
@@ -393,11 +394,6 @@ absl::Status CheckList(const Json& spec, const char* key) {
   return absl::OkStatus();
 }
 
-Json ListOr(const Json& spec, const char* key) {
-  const Json* l = Field(spec, key);
-  return l != nullptr ? *l : Json::array();
-}
-
 std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace inject_impl
@@ -464,22 +460,47 @@ PodFacts PodFacts::Of(const nlohmann::json& pod, absl::string_view manager_names
   return f;
 }
 
+std::optional<std::map<std::string, std::string>> SidecarSetMatcher::NamespaceLabels(
+    const nlohmann::json* namespace_obj, const std::string& namespace_name) {
+  if (namespace_obj == nullptr || !namespace_obj->is_object()) return std::nullopt;
+  std::map<std::string, std::string> labels = kube::Labels(*namespace_obj);
+  labels.emplace(inject_impl::kMetadataNameLabel, namespace_name);
+  return labels;
+}
+
 bool SidecarSetMatcher::Matches(const PodFacts& pod, const nlohmann::json* namespace_obj) const {
+  if (impl_->never || !pod.injectable) return false;
+  if (!impl_->namespace_selector) return Matches(pod, std::nullopt);
+  return Matches(pod, NamespaceLabels(namespace_obj, pod.namespace_));
+}
+
+bool SidecarSetMatcher::Matches(
+    const PodFacts& pod,
+    const std::optional<std::map<std::string, std::string>>& namespace_labels) const {
   using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
   const Impl& m = *impl_;
   if (m.never || !pod.injectable) return false;
   if (m.namespace_ && *m.namespace_ != pod.namespace_) return false;
   if (m.namespace_selector) {
-    if (namespace_obj != nullptr && namespace_obj->is_object()) {
-      std::map<std::string, std::string> labels = kube::Labels(*namespace_obj);
-      labels.emplace(kMetadataNameLabel, pod.namespace_);
-      if (!m.namespace_selector->Matches(labels)) return false;
+    if (namespace_labels.has_value()) {
+      if (!m.namespace_selector->Matches(*namespace_labels)) return false;
     } else if (!m.namespace_selector_by_name_only ||
                !m.namespace_selector->Matches({{kMetadataNameLabel, pod.namespace_}})) {
       return false;
     }
   }
   return m.selector.Matches(pod.labels);
+}
+
+bool SidecarSetMatcher::never() const { return impl_->never; }
+
+bool SidecarSetMatcher::RequiredLabel(std::string* key, std::vector<std::string>* values) const {
+  const kube::LabelSelector::Requirement* r =
+      impl_->never ? nullptr : impl_->selector.RequiredLabel();
+  if (r == nullptr) return false;
+  *key = r->key;
+  *values = r->values;
+  return true;
 }
 
 bool SidecarSetMatchesPod(const nlohmann::json& sidecarset, const nlohmann::json& pod,
@@ -666,7 +687,7 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
     const std::string n = StrAt(c, "name");
     if (const Json* env = Field(c, "env"); env != nullptr && env->is_array()) {
       for (const Json& e : *env) {
-        if (e.is_object() && e.contains("name")) view.envs[n][StrAt(e, "name")] = e;
+        if (e.is_object() && e.contains("name")) view.envs[n][StrAt(e, "name")] = &e;
       }
     }
     if (!HasEnvValue(c, kSidecarInjectedEnv, "true") && sidecar_names.count(n) == 0) {
@@ -699,7 +720,11 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
   }
 
   std::vector<Planned> init_planned, planned;
-  std::map<std::string, Planned> by_name;  // container name -> first plan, for conflicts
+  struct PlanRef {
+    bool init;
+    size_t index;
+  };
+  std::map<std::string, PlanRef> by_name;  // container name -> first plan, for conflicts
   std::vector<Json> volumes;               // to add, in order
   std::map<std::string, std::string> volume_set;
   std::vector<Json> secrets;
@@ -712,14 +737,15 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
                   bool init) -> absl::StatusOr<bool> {
     const std::string name = StrAt(c, "name");
     if (auto prev = by_name.find(name); prev != by_name.end()) {
-      if (prev->second.container == c) return false;
-      return absl::FailedPreconditionError(absl::StrCat("SidecarSets ", prev->second.set, " and ",
+      const Planned& first = (prev->second.init ? init_planned : planned)[prev->second.index];
+      if (first.container == c) return false;
+      return absl::FailedPreconditionError(absl::StrCat("SidecarSets ", first.set, " and ",
                                                         set_name, " both inject container ", name,
                                                         " with different content"));
     }
-    Planned p{set_name, std::move(c), before};
-    by_name.emplace(name, p);
-    (init ? init_planned : planned).push_back(std::move(p));
+    std::vector<Planned>& list = init ? init_planned : planned;
+    by_name.emplace(name, PlanRef{init, list.size()});
+    list.push_back(Planned{set_name, std::move(c), before});
     return true;
   };
 
@@ -838,21 +864,23 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
                        return StrAt(a.container, "name") < StrAt(b.container, "name");
                      });
     if (!init_planned.empty()) {
-      mspec["initContainers"] =
-          MergeContainers(ListOr(mspec, "initContainers"), init_planned, &result.containers);
+      mspec["initContainers"] = MergeContainers(std::move(mspec["initContainers"]), init_planned,
+                                                &result.containers);
     }
     if (!planned.empty()) {
-      mspec["containers"] = MergeContainers(containers, planned, &result.containers);
+      mspec["containers"] =
+          MergeContainers(std::move(mspec["containers"]), planned, &result.containers);
     }
     if (!volumes.empty()) {
-      Json vs = ListOr(mspec, "volumes");
+      Json& vs = mspec["volumes"];
+      if (!vs.is_array()) vs = Json::array();
       for (Json& v : volumes) vs.push_back(std::move(v));
-      mspec["volumes"] = std::move(vs);
     }
-    Json ps = ListOr(mspec, "imagePullSecrets");
-    const size_t before = ps.size();
-    for (const Json& s : secrets) AddUnique(&ps, "name", s);
-    if (ps.size() != before) mspec["imagePullSecrets"] = std::move(ps);
+    if (!secrets.empty()) {
+      Json& ps = mspec["imagePullSecrets"];
+      if (!ps.is_array()) ps = Json::array();
+      for (const Json& s : secrets) AddUnique(&ps, "name", s);
+    }
 
     view.annotations[kSidecarSetHashAnnotation] = DumpSorted(*hashes);
     view.annotations[kSidecarSetHashWithoutImageAnnotation] = DumpSorted(*hashes_wo);
@@ -863,11 +891,18 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
       view.annotations[kSidecarSetWorkingHotUpgradeContainerAnnotation] = Show(w);
     }
   }
-  if (view.annotations != kube::Annotations(pod)) {
-    Json& meta = (*pod_ptr)["metadata"];
-    Json anns = Json::object();
-    for (const auto& [k, v] : view.annotations) anns[k] = v;
-    meta["annotations"] = std::move(anns);
+  // Annotations are only ever added or changed above: write those.
+  Json* anns = nullptr;
+  for (const auto& [k, v] : view.annotations) {
+    if (const Json* old = kube::FindPath(*pod_ptr, {"metadata", "annotations", k});
+        old != nullptr && old->is_string() && old->get_ref<const std::string&>() == v) {
+      continue;
+    }
+    if (anns == nullptr) {
+      anns = &(*pod_ptr)["metadata"]["annotations"];
+      if (!anns->is_object()) *anns = Json::object();
+    }
+    (*anns)[k] = v;
   }
   return result;
 }

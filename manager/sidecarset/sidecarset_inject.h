@@ -78,6 +78,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,19 @@ class SidecarSetMatcher {
   SidecarSetMatcher& operator=(SidecarSetMatcher&&) noexcept;
 
   bool Matches(const PodFacts& pod, const nlohmann::json* namespace_obj) const;
+  // The same with the namespace's labels read once per pod (NamespaceLabels), not once per set.
+  bool Matches(const PodFacts& pod,
+               const std::optional<std::map<std::string, std::string>>& namespace_labels) const;
+  // The labels namespaceSelector is matched against: the Namespace object's (null: unknown)
+  // plus kubernetes.io/metadata.name.
+  static std::optional<std::map<std::string, std::string>> NamespaceLabels(
+      const nlohmann::json* namespace_obj, const std::string& namespace_name);
   const std::string& name() const;  // the set's metadata.name
+  // Never injects (paused, malformed or empty selector, ...), whatever the pod.
+  bool never() const;
+  // A pod label every pod the set injects into carries, with one of `values`; false when the
+  // selector requires none. For indexing many sets by pod label.
+  bool RequiredLabel(std::string* key, std::vector<std::string>* values) const;
 
  private:
   struct Impl;

@@ -1,5 +1,6 @@
 #include "manager/sidecarset/sidecarset_webhook.h"
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <utility>
@@ -16,9 +17,26 @@ namespace kruise::manager::sidecarset {
 
 using Json = nlohmann::json;
 
+std::shared_ptr<const SidecarSetCache::Snapshot> SidecarSetCache::Snapshot::Of(Sets sets) {
+  auto out = std::make_shared<Snapshot>();
+  out->sets = std::move(sets);
+  std::string key;
+  std::vector<std::string> values;
+  for (const auto& [name, entry] : out->sets) {  // by name: every list below stays sorted
+    if (entry->matcher.never()) continue;
+    if (!entry->matcher.RequiredLabel(&key, &values)) {
+      out->unindexed.push_back(entry.get());
+      continue;
+    }
+    auto& by_value = out->by_label[key];
+    for (const std::string& v : values) by_value[v].push_back(entry.get());
+  }
+  return out;
+}
+
 SidecarSetCache::SidecarSetCache(std::string manager_namespace)
     : manager_namespace_(std::move(manager_namespace)),
-      sets_(std::make_shared<const Sets>()),
+      sets_(Snapshot::Of({})),
       namespaces_(std::make_shared<const Namespaces>()) {}
 
 void SidecarSetCache::UpsertSidecarSet(const Json& sidecarset) {
@@ -40,10 +58,15 @@ void SidecarSetCache::UpsertSidecarSet(const Json& sidecarset) {
   auto defaulted = std::make_shared<const Json>(std::move(set));
   absl::MutexLock write(&write_mu_);
   std::shared_ptr<const Entry> entry = MakeEntry(std::move(defaulted));
+  Sets next;
+  {
+    absl::MutexLock lock(&mu_);
+    next = sets_->sets;
+  }
+  next[name] = std::move(entry);
+  std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
   absl::MutexLock lock(&mu_);
-  auto next = std::make_shared<Sets>(*sets_);
-  (*next)[name] = std::move(entry);
-  sets_ = std::move(next);
+  sets_ = std::move(snapshot);
 }
 
 std::shared_ptr<const SidecarSetCache::Entry> SidecarSetCache::MakeEntry(
@@ -75,15 +98,20 @@ void SidecarSetCache::RebuildSet(const std::string& set_name) {
   std::shared_ptr<const Json> base;
   {
     absl::MutexLock lock(&mu_);
-    auto it = sets_->find(set_name);
-    if (it == sets_->end()) return;
+    auto it = sets_->sets.find(set_name);
+    if (it == sets_->sets.end()) return;
     base = it->second->base;
   }
   std::shared_ptr<const Entry> entry = MakeEntry(std::move(base));
+  Sets next;
+  {
+    absl::MutexLock lock(&mu_);
+    next = sets_->sets;
+  }
+  next[set_name] = std::move(entry);
+  std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
   absl::MutexLock lock(&mu_);
-  auto next = std::make_shared<Sets>(*sets_);
-  (*next)[set_name] = std::move(entry);
-  sets_ = std::move(next);
+  sets_ = std::move(snapshot);
 }
 
 void SidecarSetCache::UpsertRevision(const Json& revision) {
@@ -106,11 +134,16 @@ void SidecarSetCache::RemoveRevision(const Json& revision) {
 
 void SidecarSetCache::RemoveSidecarSet(const std::string& name) {
   absl::MutexLock write(&write_mu_);
+  Sets next;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!sets_->sets.count(name)) return;
+    next = sets_->sets;
+  }
+  next.erase(name);
+  std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
   absl::MutexLock lock(&mu_);
-  if (!sets_->count(name)) return;
-  auto next = std::make_shared<Sets>(*sets_);
-  next->erase(name);
-  sets_ = std::move(next);
+  sets_ = std::move(snapshot);
 }
 
 void SidecarSetCache::UpsertNamespace(const Json& ns) {
@@ -155,7 +188,7 @@ void SidecarSetCache::Attach(kube::Informer* sidecarsets, kube::Informer* namesp
 
 size_t SidecarSetCache::size() const {
   absl::MutexLock lock(&mu_);
-  return sets_->size();
+  return sets_->sets.size();
 }
 
 std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
@@ -167,15 +200,15 @@ std::vector<std::shared_ptr<const Json>> SidecarSetCache::Matching(
 
 std::vector<SidecarSetCache::Match> SidecarSetCache::MatchingWithRevisions(
     const Json& pod, const std::string& request_namespace) const {
-  std::shared_ptr<const Sets> sets;
+  std::shared_ptr<const Snapshot> snapshot;
   std::shared_ptr<const Namespaces> namespaces;
   {
     absl::MutexLock lock(&mu_);
-    sets = sets_;
+    snapshot = sets_;
     namespaces = namespaces_;
   }
   std::vector<Match> out;
-  if (sets->empty()) return out;
+  if (snapshot->sets.empty()) return out;
   PodFacts facts = PodFacts::Of(pod, manager_namespace_);
   if (kube::Namespace(pod).empty() && !request_namespace.empty()) {
     // A pod created with generateName through a namespaced URL often names no namespace itself.
@@ -185,10 +218,25 @@ std::vector<SidecarSetCache::Match> SidecarSetCache::MatchingWithRevisions(
     }
   }
   if (!facts.injectable) return out;
+  // The sets this pod's labels can match, then the full test on each, in name order.
+  std::vector<const Entry*> candidates = snapshot->unindexed;
+  for (const auto& [key, by_value] : snapshot->by_label) {
+    auto label = facts.labels.find(key);
+    if (label == facts.labels.end()) continue;
+    auto sets = by_value.find(label->second);
+    if (sets == by_value.end()) continue;
+    candidates.insert(candidates.end(), sets->second.begin(), sets->second.end());
+  }
+  if (candidates.empty()) return out;
+  std::sort(candidates.begin(), candidates.end(), [](const Entry* a, const Entry* b) {
+    return a->matcher.name() < b->matcher.name();
+  });
   const Json* ns = nullptr;
   if (auto it = namespaces->find(facts.namespace_); it != namespaces->end()) ns = it->second.get();
-  for (const auto& [name, entry] : *sets) {  // std::map: sorted by name
-    if (entry->matcher.Matches(facts, ns)) {
+  const std::optional<std::map<std::string, std::string>> ns_labels =
+      SidecarSetMatcher::NamespaceLabels(ns, facts.namespace_);
+  for (const Entry* entry : candidates) {
+    if (entry->matcher.Matches(facts, ns_labels)) {
       out.push_back(Match{entry->set, entry->history, entry->missing_revision});
     }
   }
@@ -221,20 +269,18 @@ kube::InformerOptions NamespaceInformerOptions() {
   return o;
 }
 
-bool SidecarSetInjector::Applies(const webhook::AdmissionRequest& request, const Json& pod) const {
-  return request.operation == "CREATE" && !cache_->Matching(pod, request.namespace_).empty();
-}
-
 double SidecarSetInjector::Uniform01() const {
   if (uniform01_) return uniform01_();
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
-absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request, Json* pod,
+absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request,
+                                        webhook::PodEdit* edit,
                                         std::vector<std::string>* warnings) const {
+  if (request.operation != "CREATE") return absl::OkStatus();
   std::vector<SidecarSetCache::Match> matching =
-      cache_->MatchingWithRevisions(*pod, request.namespace_);
+      cache_->MatchingWithRevisions(edit->pod(), request.namespace_);
   if (matching.empty()) return absl::OkStatus();
   std::vector<const Json*> sets;
   sets.reserve(matching.size());
@@ -242,14 +288,15 @@ absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request
   for (const SidecarSetCache::Match& m : matching) {
     const Json* chosen = m.set.get();
     if (m.history != nullptr) {
-      if (!labels) labels = kube::Labels(*pod);
+      if (!labels) labels = kube::Labels(edit->pod());
       if (InjectHistoryRevision(*m.set, *labels, Uniform01())) chosen = m.history.get();
     } else if (!m.missing_revision.empty()) {
       warnings->push_back(m.missing_revision);
     }
     sets.push_back(chosen);
   }
-  absl::StatusOr<InjectionResult> result = InjectSidecarsNoCopy(pod, sets, clock_->Now(), /*sets_defaulted=*/true);
+  absl::StatusOr<InjectionResult> result =
+      InjectSidecarsNoCopy(edit->Mutable(), sets, clock_->Now(), /*sets_defaulted=*/true);
   if (!result.ok()) return result.status();
   for (std::string& note : result->notes) {
     warnings->push_back(absl::StrCat("sidecarset injection: ", note));

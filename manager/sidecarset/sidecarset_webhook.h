@@ -81,6 +81,15 @@ class SidecarSetCache {
     std::string missing_revision;
   };
   using Sets = std::map<std::string, std::shared_ptr<const Entry>>;
+  // What admissions read: the sets, and the same indexed by a pod label each requires
+  // (SidecarSetMatcher::RequiredLabel), so a pod is checked against the sets its labels can
+  // match plus the few that require no label value, not against every set.
+  struct Snapshot {
+    Sets sets;
+    std::map<std::string, std::map<std::string, std::vector<const Entry*>>> by_label;
+    std::vector<const Entry*> unindexed;  // may match any pod: checked every time
+    static std::shared_ptr<const Snapshot> Of(Sets sets);
+  };
   using Namespaces = std::map<std::string, std::shared_ptr<const nlohmann::json>>;
   // set name -> revision name -> revision.
   using Revisions = std::map<std::string, std::map<std::string, nlohmann::json>>;
@@ -96,7 +105,7 @@ class SidecarSetCache {
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Revisions revisions_ ABSL_GUARDED_BY(write_mu_);
   mutable absl::Mutex mu_;
-  std::shared_ptr<const Sets> sets_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Snapshot> sets_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Namespaces> namespaces_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -121,8 +130,7 @@ class SidecarSetInjector final : public webhook::PodMutator {
                      std::function<double()> uniform01 = nullptr)
       : cache_(cache), clock_(clock), uniform01_(std::move(uniform01)) {}
   absl::string_view Name() const override { return "sidecarset"; }
-  bool Applies(const webhook::AdmissionRequest& request, const nlohmann::json& pod) const override;
-  absl::Status Mutate(const webhook::AdmissionRequest& request, nlohmann::json* pod,
+  absl::Status Mutate(const webhook::AdmissionRequest& request, webhook::PodEdit* pod,
                       std::vector<std::string>* warnings) const override;
 
  private:

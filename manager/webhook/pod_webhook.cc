@@ -35,15 +35,12 @@ bool HasReadinessGate(const Json& pod, absl::string_view condition) {
 
 }  // namespace
 
-bool ReadinessGateInjector::Applies(const AdmissionRequest& request, const Json& pod) const {
-  if (request.operation != "CREATE") return false;
-  if (!all_pods_ && !IsPodOwnedByKruise(pod)) return false;
-  return !HasReadinessGate(pod, kKruisePodReadyCondition);
-}
-
-absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest&, Json* pod,
+absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest& request, PodEdit* edit,
                                            std::vector<std::string>*) const {
-  if (HasReadinessGate(*pod, kKruisePodReadyCondition)) return absl::OkStatus();
+  if (request.operation != "CREATE") return absl::OkStatus();
+  if (!all_pods_ && !IsPodOwnedByKruise(edit->pod())) return absl::OkStatus();
+  if (HasReadinessGate(edit->pod(), kKruisePodReadyCondition)) return absl::OkStatus();
+  Json* pod = edit->Mutable();
   Json& spec = (*pod)["spec"];
   if (!spec.is_object()) return absl::InvalidArgumentError("pod spec is not an object");
   Json& gates = spec["readinessGates"];
@@ -66,20 +63,15 @@ AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
   }
   const Json& pod = request.object;
   if (!pod.is_object()) return Denied(400, "request.object is not a Pod");
-  std::vector<const PodMutator*> todo;
-  for (const auto& m : chain_) {
-    if (m->Applies(request, pod)) todo.push_back(m.get());
-  }
-  if (todo.empty()) return Allowed();
-  Json mutated = pod;
+  PodEdit edit(pod);
   std::vector<std::string> warnings;
-  for (const PodMutator* m : todo) {
-    absl::Status st = m->Mutate(request, &mutated, &warnings);
+  for (const auto& m : chain_) {
+    absl::Status st = m->Mutate(request, &edit, &warnings);
     if (!st.ok()) {
       return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
     }
   }
-  AdmissionResponse response = PatchResponse(pod, mutated);
+  AdmissionResponse response = edit.editing() ? PatchResponse(pod, edit.pod()) : Allowed();
   response.warnings = std::move(warnings);
   return response;
 }

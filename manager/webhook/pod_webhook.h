@@ -11,14 +11,15 @@
 //   registry.Register(kMutatePodPath, std::make_shared<PodMutatingHandler>(std::move(chain),
 //   opts));
 //
-// Cost: a pod no mutator applies to is answered "allowed" without copying it; otherwise the pod
-// is copied once, every applicable mutator edits the copy, and the reply is the JSON Patch from
-// the original to the copy.
+// Cost: a pod no mutator changes is answered "allowed" without copying it; otherwise the pod is
+// copied once (when the first mutator asks to edit it), later mutators edit the same copy, and
+// the reply is the JSON Patch from the original to the copy.
 //
 // Thread-safety: Handle() is called concurrently from server threads; mutators must be
 // thread-safe (the ones here are stateless).
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,16 +32,34 @@ namespace kruise::manager::webhook {
 inline constexpr char kMutatePodPath[] = "/mutate-pod";
 using kube::kKruisePodReadyCondition;
 
+// The pod a mutator chain works on: the request's object until a mutator asks to edit it, then
+// one copy that every later mutator sees and edits.
+class PodEdit {
+ public:
+  explicit PodEdit(const Json& original) : original_(original) {}
+  // The pod as the chain has left it so far.
+  const Json& pod() const { return copy_ ? *copy_ : original_; }
+  // The pod to edit; the first call copies the original. Ask only when about to change it.
+  Json* Mutable() {
+    if (!copy_) copy_.emplace(original_);
+    return &*copy_;
+  }
+  bool editing() const { return copy_.has_value(); }
+
+ private:
+  const Json& original_;
+  std::optional<Json> copy_;
+};
+
 class PodMutator {
  public:
   virtual ~PodMutator() = default;
   virtual absl::string_view Name() const = 0;
-  // Cheap test on the unmodified pod: does Mutate have anything to do?
-  virtual bool Applies(const AdmissionRequest& request, const Json& pod) const = 0;
-  // Edits `pod` (a copy, possibly already edited by earlier mutators). An error denies the pod
-  // with its message; keep errors for input the pod's author must fix. Lines appended to
-  // `warnings` reach the client as admission warnings (kubectl prints them).
-  virtual absl::Status Mutate(const AdmissionRequest& request, Json* pod,
+  // Reads `pod->pod()` and, only when it has something to change, edits `pod->Mutable()`. An
+  // error denies the pod with its message; keep errors for input the pod's author must fix (an
+  // error after Mutable() is fine: nothing of a denied pod is kept). Lines appended to `warnings`
+  // reach the client as admission warnings (kubectl prints them).
+  virtual absl::Status Mutate(const AdmissionRequest& request, PodEdit* pod,
                               std::vector<std::string>* warnings) const = 0;
 };
 
@@ -50,8 +69,7 @@ class ReadinessGateInjector final : public PodMutator {
  public:
   explicit ReadinessGateInjector(bool all_pods) : all_pods_(all_pods) {}
   absl::string_view Name() const override { return "readiness-gate"; }
-  bool Applies(const AdmissionRequest& request, const Json& pod) const override;
-  absl::Status Mutate(const AdmissionRequest& request, Json* pod,
+  absl::Status Mutate(const AdmissionRequest& request, PodEdit* pod,
                       std::vector<std::string>* warnings) const override;
 
  private:

@@ -201,6 +201,34 @@ TEST(LabelSelectorTest, StringFormTable) {
   }
 }
 
+TEST(LabelSelectorTest, RequiredLabelIsTheNarrowestInOrEqualsRequirement) {
+  struct Case {
+    const char* selector;
+    const char* key;  // nullptr: none
+    std::vector<std::string> values;
+  };
+  const Case cases[] = {
+      {"app=web", "app", {"web"}},
+      {"app in (a,b,c),tier=front", "tier", {"front"}},
+      {"app in (b,a),tier in (x,y,z)", "app", {"a", "b"}},
+      {"app notin (a),tier", nullptr, {}},
+      {"!app,x!=y,n>1", nullptr, {}},
+      {"", nullptr, {}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<LabelSelector> sel = LabelSelector::Parse(c.selector);
+    ASSERT_TRUE(sel.ok()) << c.selector;
+    const LabelSelector::Requirement* r = sel->RequiredLabel();
+    if (c.key == nullptr) {
+      EXPECT_EQ(r, nullptr) << c.selector;
+      continue;
+    }
+    ASSERT_NE(r, nullptr) << c.selector;
+    EXPECT_EQ(r->key, c.key) << c.selector;
+    EXPECT_EQ(r->values, c.values) << c.selector;
+  }
+}
+
 TEST(LabelSelectorTest, InvalidStrings) {
   for (const char* bad : {"app in web", "app in (a", "=x", "a b", "app=web,", ",", "a=(x)", "a>x",
                           "!", "-bad=x", "a=b=c", "a in (x) y", "a=in valid"}) {

@@ -1,5 +1,6 @@
 #include "manager/sidecarset/sidecarset_webhook.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -20,9 +21,11 @@ namespace kruise::manager::sidecarset {
 namespace webhook_test {
 
 using nlohmann::json;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 json Set(const std::string& name, const std::string& spec_patch = "{}") {
   json ss = json::parse(R"({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
@@ -80,6 +83,60 @@ TEST(SidecarSetCacheTest, MatchesSelectorNamespaceAndNamespaceLabelsAndFollowsCh
   auto other = cache.Matching(Pod("other"), "other");
   ASSERT_EQ(other.size(), 1u);
   EXPECT_EQ((*other[0])["spec"]["containers"][0]["podInjectPolicy"], "BeforeAppContainer");
+}
+
+// The cache checks a pod only against the sets its labels can match (indexed by a label each
+// selector requires); the answer must be what testing every set gives, in name order.
+TEST(SidecarSetCacheTest, LabelIndexGivesWhatTestingEverySetGives) {
+  const std::vector<std::string> selectors = {
+      R"({"matchLabels": {"app": "web"}})",
+      R"({"matchLabels": {"app": "web", "tier": "front"}})",
+      R"({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "db"]}]})",
+      R"({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]},
+                               {"key": "app", "operator": "In", "values": ["db", "web", "x"]}]})",
+      R"({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]})",
+      R"({"matchExpressions": [{"key": "tier", "operator": "Exists"}]})",
+      R"({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]})",
+      R"({"matchLabels": {"app": "db"},
+          "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["back"]}]})",
+      R"({})",  // empty: never injects
+  };
+  SidecarSetCache cache("kruise-system");
+  std::vector<json> sets;
+  for (size_t i = 0; i < selectors.size(); ++i) {
+    // Names out of selector order, so the index has to sort.
+    json set = Set(absl::StrCat("s", (i * 7) % selectors.size()));
+    set["spec"]["selector"] = json::parse(selectors[i]);
+    set["spec"]["containers"][0]["name"] = absl::StrCat("c", i);
+    cache.UpsertSidecarSet(set);
+    sets.push_back(set);
+  }
+  cache.UpsertNamespace(Namespace("team", json::object()));
+  const json team = Namespace("team", json::object());
+  for (const std::string app : {"web", "db", "x", ""}) {
+    for (const std::string tier : {"front", "back", ""}) {
+      json pod = Pod("team", app);
+      if (app.empty()) pod["metadata"]["labels"].erase("app");
+      if (!tier.empty()) pod["metadata"]["labels"]["tier"] = tier;
+      std::vector<std::string> want;
+      for (const json& set : sets) {
+        if (SidecarSetMatchesPod(DefaultSidecarSet(set), pod, &team, "kruise-system")) {
+          want.push_back(kube::Name(set));
+        }
+      }
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(Names(cache.Matching(pod, "team")), want) << "app=" << app << " tier=" << tier;
+    }
+  }
+  // An edit moves a set between index entries; a removal drops it.
+  json moved = sets[0];
+  moved["spec"]["selector"] = json::parse(R"({"matchLabels": {"app": "x"}})");
+  cache.UpsertSidecarSet(moved);
+  EXPECT_THAT(Names(cache.Matching(Pod("team", "x"), "team")), Contains(kube::Name(moved)));
+  EXPECT_THAT(Names(cache.Matching(Pod("team", "web"), "team")),
+              Not(Contains(kube::Name(moved))));
+  cache.RemoveSidecarSet(kube::Name(moved));
+  EXPECT_THAT(Names(cache.Matching(Pod("team", "x"), "team")), Not(Contains(kube::Name(moved))));
 }
 
 TEST(SidecarSetCacheTest, HashesAreRecordedOnceAndAnOpenKruiseHashIsKept) {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -144,10 +145,9 @@ class LabelMutator final : public PodMutator {
   LabelMutator(std::string key, std::vector<std::string>* seen)
       : key_(std::move(key)), seen_(seen) {}
   absl::string_view Name() const override { return key_; }
-  bool Applies(const AdmissionRequest&, const Json&) const override { return true; }
-  absl::Status Mutate(const AdmissionRequest&, Json* pod,
+  absl::Status Mutate(const AdmissionRequest&, PodEdit* edit,
                       std::vector<std::string>*) const override {
-    Json& labels = (*pod)["metadata"]["labels"];
+    Json& labels = (*edit->Mutable())["metadata"]["labels"];
     if (labels.is_null()) labels = Json::object();
     std::string keys;
     for (auto it = labels.begin(); it != labels.end(); ++it) keys += it.key() + ",";
@@ -173,6 +173,30 @@ TEST(PodMutatingHandlerTest, RunsTheChainInOrderOnOneCopy) {
   EXPECT_EQ(seen, (std::vector<std::string>{"", "first,"}));
   Json after = Apply(pod, resp);
   EXPECT_EQ(after["metadata"]["labels"], Json::parse(R"({"first": "true", "second": "true"})"));
+}
+
+// Reads the pod, warns, never edits it.
+class WarnOnly final : public PodMutator {
+ public:
+  absl::string_view Name() const override { return "warn"; }
+  absl::Status Mutate(const AdmissionRequest&, PodEdit* edit,
+                      std::vector<std::string>* warnings) const override {
+    warnings->push_back(absl::StrCat("saw ", edit->pod()["metadata"].value("name", "")));
+    return absl::OkStatus();
+  }
+};
+
+TEST(PodMutatingHandlerTest, NoEditNoPatchButWarningsStillReachTheClient) {
+  std::vector<std::unique_ptr<PodMutator>> chain;
+  chain.push_back(std::make_unique<WarnOnly>());
+  chain.push_back(std::make_unique<ReadinessGateInjector>(/*all_pods=*/false));
+  PodMutatingHandler handler(std::move(chain), {});
+  Json pod = PodOwnedBy("apps/v1", "ReplicaSet", true);
+  pod["metadata"]["name"] = "p1";
+  AdmissionResponse resp = handler.Handle(CreatePodRequest(pod));
+  EXPECT_TRUE(resp.allowed);
+  EXPECT_FALSE(resp.patch.has_value());
+  EXPECT_THAT(resp.warnings, ::testing::ElementsAre("saw p1"));
 }
 
 }  // namespace
