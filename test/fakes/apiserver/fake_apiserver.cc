@@ -390,6 +390,7 @@ class FakeApiServer::Impl {
   void ClearRequests() {
     absl::MutexLock lock(&log_mu_);
     requests_.clear();
+    request_seqs_.clear();
   }
   int64_t RequestCount(const std::string& method, const std::string& sub) const {
     absl::MutexLock lock(&log_mu_);
@@ -486,6 +487,8 @@ class FakeApiServer::Impl {
 
   mutable absl::Mutex log_mu_;
   std::vector<RecordedRequest> requests_ ABSL_GUARDED_BY(log_mu_);
+  std::vector<uint64_t> request_seqs_ ABSL_GUARDED_BY(log_mu_);  // parallel to requests_
+  uint64_t request_seq_ ABSL_GUARDED_BY(log_mu_) = 0;
 };
 
 // ---- Registration ----
@@ -1050,11 +1053,29 @@ void FakeApiServer::Impl::Handle(const httplib::Request& req, httplib::Response&
     res.status = 401;
     res.set_content(StatusBody(401, "Unauthorized", "Unauthorized").dump(), "application/json");
   } else {
+    // Logged before it takes effect: a test that sees the effect (a watch event, a GET) also
+    // sees the request in RequestCount. Its status is filled in once the reply is made.
+    uint64_t seq;
+    {
+      absl::MutexLock lock(&log_mu_);
+      seq = ++request_seq_;
+      requests_.push_back(rec);
+      request_seqs_.push_back(seq);
+    }
     Dispatch(req, res);
+    absl::MutexLock lock(&log_mu_);
+    for (size_t i = request_seqs_.size(); i-- > 0;) {
+      if (request_seqs_[i] == seq) {
+        requests_[i].status = res.status;
+        break;
+      }
+    }
+    return;
   }
   rec.status = res.status;
   absl::MutexLock lock(&log_mu_);
   requests_.push_back(std::move(rec));
+  request_seqs_.push_back(++request_seq_);
 }
 
 void FakeApiServer::Impl::ServeDiscovery(const ParsedPath& p, httplib::Response& res) {

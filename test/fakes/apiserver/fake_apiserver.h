@@ -176,6 +176,8 @@ class FakeApiServer {
   void EmitBookmarkNow();
 
   // ---- Observation ----
+  // A request is recorded before it takes effect (whatever sees its effect sees it here too);
+  // its status is 0 until the reply is made.
   std::vector<RecordedRequest> Requests() const;
   void ClearRequests();
   // Requests whose method matches (empty: any) and whose path contains `path_substring`.
