@@ -315,34 +315,6 @@ struct Planned {
   bool before = false;
 };
 
-// Merges sidecars into a pod's container list: same name replaced in place, the others before or
-// after the pod's own.
-Json MergeContainers(Json merged, const std::vector<Planned>& sidecars,
-                     std::vector<std::string>* names) {
-  if (!merged.is_array()) merged = Json::array();
-  Json before = Json::array(), after = Json::array();
-  for (const Planned& p : sidecars) {
-    const std::string name = StrAt(p.container, "name");
-    auto it = std::find_if(merged.begin(), merged.end(), [&](const Json& c) {
-      return c.is_object() && StrAt(c, "name") == name;
-    });
-    if (it != merged.end()) {
-      *it = p.container;
-    } else {
-      (p.before ? before : after).push_back(p.container);
-    }
-  }
-  Json out = std::move(before);
-  for (Json& c : merged) out.push_back(std::move(c));
-  for (Json& c : after) out.push_back(std::move(c));
-  std::set<std::string> injected;
-  for (const Planned& p : sidecars) injected.insert(StrAt(p.container, "name"));
-  for (const Json& c : out) {
-    if (c.is_object() && injected.count(StrAt(c, "name")) > 0) names->push_back(StrAt(c, "name"));
-  }
-  return out;
-}
-
 // An existing hash annotation: set name -> entry, in OpenKruise's current or older
 // (name -> hash string) form.
 absl::StatusOr<std::map<std::string, OrderedJson>> ParseHashAnnotation(
@@ -563,14 +535,23 @@ absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod_ptr,
 }
 
 absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
-    nlohmann::json* pod_ptr, const std::vector<const nlohmann::json*>& matching, absl::Time now,
+    nlohmann::json* pod, const std::vector<const nlohmann::json*>& matching, absl::Time now,
     bool sets_defaulted) {
+  if (pod == nullptr) return absl::InvalidArgumentError("pod is not an object");
+  nlohmann::json patch;
+  absl::StatusOr<InjectionResult> result =
+      PlanSidecarInjection(*pod, matching, now, sets_defaulted, &patch);
+  if (result.ok() && !patch.empty()) pod->patch_inplace(patch);
+  return result;
+}
+
+absl::StatusOr<InjectionResult> PlanSidecarInjection(
+    const nlohmann::json& pod, const std::vector<const nlohmann::json*>& matching, absl::Time now,
+    bool sets_defaulted, nlohmann::json* patch) {
   using namespace inject_impl;  // NOLINT(build/namespaces): file-local helpers
   InjectionResult result;
-  if (pod_ptr == nullptr || !pod_ptr->is_object()) {
-    return absl::InvalidArgumentError("pod is not an object");
-  }
-  const Json& pod = *pod_ptr;
+  *patch = Json::array();
+  if (!pod.is_object()) return absl::InvalidArgumentError("pod is not an object");
   const Json* spec = Field(pod, "spec");
   if (spec == nullptr || !spec->is_object()) {
     return absl::InvalidArgumentError("pod spec is not an object");
@@ -856,31 +837,82 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
     (*hashes_wo)[set_name] = std::move(entry_wo);
   }
 
-  // Nothing fallible from here on: edit the pod.
-  Json& mspec = (*pod_ptr)["spec"];
+  // Nothing fallible from here on: the operations turning `pod` into the injected pod. Lists
+  // are edited element by element (never sent whole when the pod has them), so the patch stays
+  // small and a field we do not model is never rewritten.
+  Json& ops = *patch;
+  auto add = [&ops](std::string path, Json value) {
+    ops.push_back({{"op", "add"}, {"path", std::move(path)}, {"value", std::move(value)}});
+  };
+  // Appends `items` to the list spec.<key>: one add per item, or the whole list when absent.
+  auto append = [&](const char* key, std::vector<Json> items) {
+    if (items.empty()) return;
+    const Json* l = Field(*spec, key);
+    if (l == nullptr || l->is_null()) {
+      Json all = Json::array();
+      for (Json& i : items) all.push_back(std::move(i));
+      add(absl::StrCat("/spec/", key), std::move(all));
+      return;
+    }
+    for (Json& i : items) add(absl::StrCat("/spec/", key, "/-"), std::move(i));
+  };
+  // Sidecars into spec.<key>: a container of the same name replaced where it is, the others
+  // before or after the pod's own (result.containers gets the names in pod order).
+  auto merge = [&](const char* key, std::vector<Planned>& sidecars) {
+    if (sidecars.empty()) return;
+    const Json* l = Field(*spec, key);
+    const Json& origin = l != nullptr && l->is_array() ? *l : *kNoItems;
+    std::vector<Json> before, after;
+    std::map<size_t, std::string> replaced;  // index in origin -> name
+    for (Planned& p : sidecars) {
+      const std::string name = StrAt(p.container, "name");
+      auto it = std::find_if(origin.begin(), origin.end(), [&](const Json& c) {
+        return c.is_object() && StrAt(c, "name") == name;
+      });
+      if (it != origin.end()) {
+        const size_t i = static_cast<size_t>(it - origin.begin());
+        replaced[i] = name;
+        ops.push_back({{"op", "replace"},
+                       {"path", absl::StrCat("/spec/", key, "/", i)},
+                       {"value", std::move(p.container)}});
+      } else {
+        (p.before ? before : after).push_back(std::move(p.container));
+      }
+    }
+    for (const Json& c : before) result.containers.push_back(StrAt(c, "name"));
+    for (const auto& [i, name] : replaced) result.containers.push_back(name);
+    for (const Json& c : after) result.containers.push_back(StrAt(c, "name"));
+    if (l == nullptr || l->is_null()) {
+      Json all = Json::array();
+      for (Json& c : before) all.push_back(std::move(c));
+      for (Json& c : after) all.push_back(std::move(c));
+      add(absl::StrCat("/spec/", key), std::move(all));
+      return;
+    }
+    for (size_t i = 0; i < before.size(); ++i) {
+      add(absl::StrCat("/spec/", key, "/", i), std::move(before[i]));
+    }
+    append(key, std::move(after));
+  };
   if (!init_planned.empty() || !planned.empty()) {
     std::stable_sort(init_planned.begin(), init_planned.end(),
                      [](const Planned& a, const Planned& b) {
                        return StrAt(a.container, "name") < StrAt(b.container, "name");
                      });
-    if (!init_planned.empty()) {
-      mspec["initContainers"] = MergeContainers(std::move(mspec["initContainers"]), init_planned,
-                                                &result.containers);
+    merge("initContainers", init_planned);
+    merge("containers", planned);
+    append("volumes", std::move(volumes));
+    std::vector<Json> new_secrets;
+    const Json* pod_secrets = Field(*spec, "imagePullSecrets");
+    for (Json& s : secrets) {
+      const std::string name = StrAt(s, "name");
+      const bool have = (pod_secrets != nullptr && pod_secrets->is_array() &&
+                         HasNamed(*pod_secrets, "name", name)) ||
+                        std::any_of(new_secrets.begin(), new_secrets.end(),
+                                    [&](const Json& n) { return StrAt(n, "name") == name; });
+      if (!have) new_secrets.push_back(std::move(s));
     }
-    if (!planned.empty()) {
-      mspec["containers"] =
-          MergeContainers(std::move(mspec["containers"]), planned, &result.containers);
-    }
-    if (!volumes.empty()) {
-      Json& vs = mspec["volumes"];
-      if (!vs.is_array()) vs = Json::array();
-      for (Json& v : volumes) vs.push_back(std::move(v));
-    }
-    if (!secrets.empty()) {
-      Json& ps = mspec["imagePullSecrets"];
-      if (!ps.is_array()) ps = Json::array();
-      for (const Json& s : secrets) AddUnique(&ps, "name", s);
-    }
+    append("imagePullSecrets", std::move(new_secrets));
 
     view.annotations[kSidecarSetHashAnnotation] = DumpSorted(*hashes);
     view.annotations[kSidecarSetHashWithoutImageAnnotation] = DumpSorted(*hashes_wo);
@@ -891,18 +923,26 @@ absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
       view.annotations[kSidecarSetWorkingHotUpgradeContainerAnnotation] = Show(w);
     }
   }
-  // Annotations are only ever added or changed above: write those.
-  Json* anns = nullptr;
+  // Annotations are only ever added or changed above: send those.
+  const Json* meta = Field(pod, "metadata");
+  const Json* anns = meta != nullptr ? Field(*meta, "annotations") : nullptr;
+  Json changed = Json::object();
   for (const auto& [k, v] : view.annotations) {
-    if (const Json* old = kube::FindPath(*pod_ptr, {"metadata", "annotations", k});
-        old != nullptr && old->is_string() && old->get_ref<const std::string&>() == v) {
-      continue;
+    const Json* old = anns != nullptr && anns->is_object() ? Field(*anns, k.c_str()) : nullptr;
+    if (old != nullptr && old->is_string() && old->get_ref<const std::string&>() == v) continue;
+    changed[k] = v;
+  }
+  if (!changed.empty()) {
+    if (meta == nullptr || meta->is_null()) {
+      add("/metadata", Json{{"annotations", std::move(changed)}});
+    } else if (anns == nullptr || anns->is_null()) {
+      add("/metadata/annotations", std::move(changed));
+    } else {
+      const Json::json_pointer base("/metadata/annotations");
+      for (auto it = changed.begin(); it != changed.end(); ++it) {
+        add((base / it.key()).to_string(), std::move(it.value()));
+      }
     }
-    if (anns == nullptr) {
-      anns = &(*pod_ptr)["metadata"]["annotations"];
-      if (!anns->is_object()) *anns = Json::object();
-    }
-    (*anns)[k] = v;
   }
   return result;
 }

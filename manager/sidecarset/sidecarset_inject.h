@@ -191,5 +191,14 @@ absl::StatusOr<InjectionResult> InjectSidecars(nlohmann::json* pod,
 absl::StatusOr<InjectionResult> InjectSidecarsNoCopy(
     nlohmann::json* pod, const std::vector<const nlohmann::json*>& matching, absl::Time now,
     bool sets_defaulted = false);
+// The injection as RFC 6902 operations against `pod` (set in `*patch`, an array; empty when
+// nothing changes) instead of an edit of it, for the pod webhook: it sends them as they are,
+// without copying the pod or diffing. Lists are edited element by element (sidecars added at
+// their index or appended, a same-named container replaced where it is), annotations key by
+// key. InjectSidecarsNoCopy applies exactly these. Errors as InjectSidecars; `*patch` is then
+// empty.
+absl::StatusOr<InjectionResult> PlanSidecarInjection(
+    const nlohmann::json& pod, const std::vector<const nlohmann::json*>& matching, absl::Time now,
+    bool sets_defaulted, nlohmann::json* patch);
 
 }  // namespace kruise::manager::sidecarset

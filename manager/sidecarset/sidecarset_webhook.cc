@@ -295,9 +295,11 @@ absl::Status SidecarSetInjector::Mutate(const webhook::AdmissionRequest& request
     }
     sets.push_back(chosen);
   }
+  Json ops;
   absl::StatusOr<InjectionResult> result =
-      InjectSidecarsNoCopy(edit->Mutable(), sets, clock_->Now(), /*sets_defaulted=*/true);
+      PlanSidecarInjection(edit->pod(), sets, clock_->Now(), /*sets_defaulted=*/true, &ops);
   if (!result.ok()) return result.status();
+  edit->AddOps(std::move(ops));
   for (std::string& note : result->notes) {
     warnings->push_back(absl::StrCat("sidecarset injection: ", note));
   }

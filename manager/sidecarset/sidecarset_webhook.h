@@ -7,8 +7,9 @@
 //    admission threads without blocking them on writers: readers take the current immutable
 //    snapshot (one shared_ptr copy under a mutex), writers build the next one.
 //  - SidecarSetInjector is the PodMutator the pod webhook chain runs on pod CREATE: it injects
-//    every matching set (InjectSidecarsNoCopy, sidecarset_inject.h), turns a conflict between
-//    sets into a denial naming both, and the injection notes into admission warnings.
+//    every matching set (PlanSidecarInjection, sidecarset_inject.h: JSON Patch operations sent
+//    as they are), turns a conflict between sets into a denial naming both, and the injection
+//    notes into admission warnings.
 //  - injectionStrategy.revision (sidecarset_revision.h): the cache also holds the sets'
 //    ControllerRevisions (the manager namespace's, labelled kruise.io/sidecarset-name, from the
 //    informer the controller shares). Per set change or revision event it prepares the latest set

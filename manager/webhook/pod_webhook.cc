@@ -50,6 +50,29 @@ absl::Status ReadinessGateInjector::Mutate(const AdmissionRequest& request, PodE
   return absl::OkStatus();
 }
 
+Json* PodEdit::Mutable() {
+  if (!copy_) {
+    copy_.emplace(original_);
+    if (!ops_.empty()) copy_->patch_inplace(ops_);
+    ops_ = Json::array();
+  }
+  return &*copy_;
+}
+
+void PodEdit::AddOps(Json ops) {
+  if (!ops.is_array() || ops.empty()) return;
+  if (copy_) {
+    copy_->patch_inplace(ops);
+    return;
+  }
+  for (Json& op : ops) ops_.push_back(std::move(op));
+}
+
+AdmissionResponse PodEdit::Response() const {
+  if (copy_) return PatchResponse(original_, *copy_);
+  return PatchOpsResponse(ops_);
+}
+
 PodMutatingHandler::PodMutatingHandler(std::vector<std::unique_ptr<PodMutator>> chain,
                                        Options options)
     : chain_(std::move(chain)), options_(std::move(options)) {}
@@ -71,7 +94,7 @@ AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
       return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
     }
   }
-  AdmissionResponse response = edit.editing() ? PatchResponse(pod, edit.pod()) : Allowed();
+  AdmissionResponse response = edit.Response();
   response.warnings = std::move(warnings);
   return response;
 }

@@ -11,9 +11,10 @@
 //   registry.Register(kMutatePodPath, std::make_shared<PodMutatingHandler>(std::move(chain),
 //   opts));
 //
-// Cost: a pod no mutator changes is answered "allowed" without copying it; otherwise the pod is
-// copied once (when the first mutator asks to edit it), later mutators edit the same copy, and
-// the reply is the JSON Patch from the original to the copy.
+// Cost: a pod no mutator changes is answered "allowed" without copying it. A mutator that sends
+// JSON Patch operations (PodEdit::AddOps; the SidecarSet injector) costs no copy of the pod
+// either; one that edits the pod (PodEdit::Mutable) makes the chain copy it once and reply with
+// the diff.
 //
 // Thread-safety: Handle() is called concurrently from server threads; mutators must be
 // thread-safe (the ones here are stateless).
@@ -32,31 +33,41 @@ namespace kruise::manager::webhook {
 inline constexpr char kMutatePodPath[] = "/mutate-pod";
 using kube::kKruisePodReadyCondition;
 
-// The pod a mutator chain works on: the request's object until a mutator asks to edit it, then
-// one copy that every later mutator sees and edits.
+// The pod a mutator chain works on: the request's object until a mutator changes it. A mutator
+// either sends RFC 6902 operations (AddOps) or edits the pod itself (Mutable). Later mutators
+// always see earlier ones' changes: reading pod() or Mutable() after operations copies the pod
+// and applies them, and the reply is then the diff from the original to the copy. Operations
+// nobody reads after (the last mutator's, e.g. the SidecarSet injector's) are sent as they are:
+// no copy of the pod, no diff.
 class PodEdit {
  public:
   explicit PodEdit(const Json& original) : original_(original) {}
   // The pod as the chain has left it so far.
-  const Json& pod() const { return copy_ ? *copy_ : original_; }
-  // The pod to edit; the first call copies the original. Ask only when about to change it.
-  Json* Mutable() {
-    if (!copy_) copy_.emplace(original_);
-    return &*copy_;
+  const Json& pod() {
+    if (!ops_.empty()) Mutable();
+    return copy_ ? *copy_ : original_;
   }
-  bool editing() const { return copy_.has_value(); }
+  // The pod to edit. Ask only when about to change it.
+  Json* Mutable();
+  // Operations against pod() as it is now (a JSON array; may throw Json's exceptions when an
+  // operation does not apply to a copy already made).
+  void AddOps(Json ops);
+  bool changed() const { return copy_.has_value() || !ops_.empty(); }
+  // Allowed, with the patch from the original to the pod as the chain left it (none if equal).
+  AdmissionResponse Response() const;
 
  private:
   const Json& original_;
   std::optional<Json> copy_;
+  Json ops_ = Json::array();  // pending while !copy_
 };
 
 class PodMutator {
  public:
   virtual ~PodMutator() = default;
   virtual absl::string_view Name() const = 0;
-  // Reads `pod->pod()` and, only when it has something to change, edits `pod->Mutable()`. An
-  // error denies the pod with its message; keep errors for input the pod's author must fix (an
+  // Reads `pod->pod()` and, only when it has something to change, edits `pod->Mutable()` or
+  // sends `pod->AddOps()`. An error denies the pod with its message; keep errors for input the pod's author must fix (an
   // error after Mutable() is fine: nothing of a denied pod is kept). Lines appended to `warnings`
   // reach the client as admission warnings (kubectl prints them).
   virtual absl::Status Mutate(const AdmissionRequest& request, PodEdit* pod,

@@ -741,6 +741,46 @@ TEST(SidecarSetInjectTest, NoCopyGivesTheSameResult) {
   EXPECT_EQ(p1, p2);
 }
 
+// What the pod webhook sends: element-wise operations on the unmodified pod, never a list or the
+// annotations replaced whole when the pod has them.
+TEST(SidecarSetInjectTest, PlanIsASmallPatchOfThePod) {
+  const Json a = Set("a", R"({"containers": [{"name": "log", "image": "fluentd:1",
+      "volumeMounts": [{"name": "logs", "mountPath": "/var/log/app"}]},
+      {"name": "tail", "image": "t:1", "podInjectPolicy": "AfterAppContainer"}],
+      "initContainers": [{"name": "init", "image": "i:1"}],
+      "imagePullSecrets": [{"name": "reg"}, {"name": "old"}]})");
+  const Json pod = Pod(R"({"metadata": {"annotations": {"keep": "me"}},
+      "spec": {"imagePullSecrets": [{"name": "old"}],
+               "containers": [{"name": "app", "image": "nginx:1"},
+                              {"name": "tail", "image": "stale:0"}]}})");
+  Json patch;
+  absl::StatusOr<InjectionResult> r = PlanSidecarInjection(pod, {&a}, kNow, false, &patch);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> ops;
+  for (const Json& op : patch) ops.push_back(absl::StrCat(op["op"].get<std::string>(), " ",
+                                                          op["path"].get<std::string>()));
+  EXPECT_THAT(ops, ElementsAre("add /spec/initContainers",  // the pod had none: the whole list
+                               "replace /spec/containers/1",  // same name: where it is
+                               "add /spec/containers/0",
+                               "add /spec/volumes/-",
+                               "add /spec/imagePullSecrets/-",  // "old" is there already
+                               "add /metadata/annotations/kruise.io~1sidecarset-hash",
+                               "add /metadata/annotations/kruise.io~1sidecarset-hash-without-image",
+                               "add /metadata/annotations/kruise.io~1sidecarset-injected-list"));
+  EXPECT_THAT(r->containers, ElementsAre("init", "log", "tail"));
+  // Applied, the patch gives what InjectSidecars makes of the pod.
+  Json injected = pod;
+  ASSERT_TRUE(InjectSidecars(&injected, {a}, kNow).ok());
+  EXPECT_EQ(pod.patch(patch), injected);
+  EXPECT_THAT(Names(injected["spec"]["containers"]), ElementsAre("log", "app", "tail"));
+  EXPECT_EQ(injected["metadata"]["annotations"]["keep"], "me");
+  // A pod without metadata: the annotations come in one add.
+  Json bare = Pod();
+  bare.erase("metadata");
+  ASSERT_TRUE(PlanSidecarInjection(bare, {&a}, kNow, false, &patch).ok());
+  EXPECT_EQ(patch.back()["path"], "/metadata");
+}
+
 TEST(SidecarSetInjectTest, NoSetsOrBadInput) {
   Json pod = Pod();
   const Json before = pod;

@@ -199,5 +199,51 @@ TEST(PodMutatingHandlerTest, NoEditNoPatchButWarningsStillReachTheClient) {
   EXPECT_THAT(resp.warnings, ::testing::ElementsAre("saw p1"));
 }
 
+// Sends an add of label `key` as a JSON Patch operation.
+class OpsMutator final : public PodMutator {
+ public:
+  explicit OpsMutator(std::string key) : key_(std::move(key)) {}
+  absl::string_view Name() const override { return key_; }
+  absl::Status Mutate(const AdmissionRequest&, PodEdit* edit,
+                      std::vector<std::string>*) const override {
+    const bool has_labels = edit->pod()["metadata"].contains("labels");
+    Json value = has_labels ? Json("true") : Json{{key_, "true"}};
+    edit->AddOps(Json::array({{{"op", "add"},
+                               {"path", has_labels ? "/metadata/labels/" + key_ : "/metadata/labels"},
+                               {"value", value}}}));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string key_;
+};
+
+TEST(PodMutatingHandlerTest, OperationsAreSentAsTheyAreOrAppliedForLaterEditors) {
+  Json pod = PodOwnedBy("", "", false);
+  {  // The last mutator's operations, nobody after it reading the pod: sent exactly, no diff.
+    std::vector<std::unique_ptr<PodMutator>> chain;
+    chain.push_back(std::make_unique<OpsMutator>("a"));
+    AdmissionResponse resp = PodMutatingHandler(std::move(chain), {}).Handle(CreatePodRequest(pod));
+    ASSERT_TRUE(resp.patch.has_value());
+    EXPECT_EQ(Json::parse(*resp.patch),
+              Json::parse(R"([{"op": "add", "path": "/metadata/labels", "value": {"a": "true"}}])"));
+  }
+  {  // Mixed with editors, in either order: every mutator sees the earlier ones' changes.
+    std::vector<std::string> seen;
+    std::vector<std::unique_ptr<PodMutator>> chain;
+    chain.push_back(std::make_unique<OpsMutator>("a"));
+    chain.push_back(std::make_unique<LabelMutator>("b", &seen));
+    chain.push_back(std::make_unique<OpsMutator>("c"));
+    chain.push_back(std::make_unique<LabelMutator>("d", &seen));
+    chain.push_back(std::make_unique<OpsMutator>("e"));
+    chain.push_back(std::make_unique<OpsMutator>("f"));
+    AdmissionResponse resp = PodMutatingHandler(std::move(chain), {}).Handle(CreatePodRequest(pod));
+    EXPECT_EQ(seen, (std::vector<std::string>{"a,", "a,b,c,"}));
+    EXPECT_EQ(Apply(pod, resp)["metadata"]["labels"],
+              Json::parse(R"({"a": "true", "b": "true", "c": "true", "d": "true", "e": "true",
+                              "f": "true"})"));
+  }
+}
+
 }  // namespace
 }  // namespace kruise::manager::webhook
