@@ -155,8 +155,18 @@ void CompactPodForManager(Json& pod) {
   Json kept = Json::object();
   if (meta != pod.end() && meta->is_object()) {
     for (const char* f : {"name", "namespace", "uid", "resourceVersion", "labels",
-                          "deletionTimestamp"}) {
+                          "creationTimestamp", "deletionTimestamp"}) {
       if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    // With creationTimestamp, what the SidecarSet controller reads to note pods created without
+    // the sidecars of a set that existed then (manager/sidecarset/sidecarset_not_injected.h).
+    if (auto annotations = meta->find("annotations");
+        annotations != meta->end() && annotations->is_object()) {
+      constexpr char kNotInjected[] = "kruise.io/sidecarset-not-injected";
+      if (auto noted = annotations->find(kNotInjected);
+          noted != annotations->end() && noted->is_string()) {
+        kept["annotations"][kNotInjected] = std::move(*noted);
+      }
     }
     // Only that it has a controller, and its kind: full references cost a third of the cache.
     kept["ownerReferences"] = Json::array({{{"controller", true}, {"kind", controller_kind}}});

@@ -79,10 +79,11 @@ void CompactPodForWorkloads(Json& pod);
 // (adoption candidates) or that carry injected sidecars (annotation
 // kruise.io/sidecarset-injected-list, for the SidecarSet controller) as CompactPodForWorkloads
 // keeps them; any other pod reduced to what
-// selectors need: metadata name, namespace, uid, resourceVersion, labels and deletionTimestamp,
-// spec.nodeName, status.phase, and as ownerReferences only [{controller: true, kind}] (so
-// kube::ControllerOf, which wants complete references, finds none: use HasController).
-// With full references 30k pods took 8 MiB more.
+// selectors and the SidecarSet controller's not-injected note need: metadata name, namespace, uid,
+// resourceVersion, labels, creationTimestamp and deletionTimestamp, of the annotations only
+// kruise.io/sidecarset-not-injected (that note), spec.nodeName, status.phase, and as
+// ownerReferences only [{controller: true, kind}] (so kube::ControllerOf, which wants complete
+// references, finds none: use HasController). With full references 30k pods took 8 MiB more.
 void CompactPodForManager(Json& pod);
 // Whether any ownerReference of `obj` has controller: true (also the reduced ones above).
 bool HasController(const Json& obj);

@@ -428,6 +428,7 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
                 {"namespace", "ns"},
                 {"uid", "u1"},
                 {"resourceVersion", "7"},
+                {"creationTimestamp", "2024-05-01T10:00:00Z"},
                 {"labels", {{"app", "a"}}},
                 {"annotations", {{"big", std::string(500, 'x')}}},
                 {"ownerReferences",
@@ -442,12 +443,19 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
   CompactPodForManager(compact);
   EXPECT_EQ(compact, Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
     "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
-                 "labels": {"app": "a"},
+                 "creationTimestamp": "2024-05-01T10:00:00Z", "labels": {"app": "a"},
                  "ownerReferences": [{"controller": true, "kind": "ReplicaSet"}]},
     "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})"));
   EXPECT_TRUE(HasController(compact));
   EXPECT_FALSE(ControllerOf(compact).has_value());  // incomplete on purpose
   EXPECT_TRUE(ControllerUidIndexFunc()(compact).empty());
+
+  // Of the annotations, only the SidecarSet controller's not-injected note is kept.
+  Json noted = pod;
+  noted["metadata"]["annotations"]["kruise.io/sidecarset-not-injected"] = "a,b";
+  CompactPodForManager(noted);
+  EXPECT_EQ(noted["metadata"]["annotations"],
+            Json({{"kruise.io/sidecarset-not-injected", "a,b"}}));
 
   // The same pod with injected sidecars keeps what the SidecarSet controller reads.
   Json injected = pod;
