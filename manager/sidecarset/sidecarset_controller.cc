@@ -12,6 +12,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/sidecarset/sidecarset_inject.h"
+#include "manager/sidecarset/sidecarset_not_injected.h"
 #include "manager/sidecarset/sidecarset_revision.h"
 #include "manager/sidecarset/sidecarset_upgrade.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
@@ -420,6 +421,25 @@ class SidecarSetGroup : public ControllerGroup {
     controller_->Watch(inf.revisions, kube::EnqueueMapped(set_of_revision),
                        {kube::ResourceVersionChanged()});
     ctx.manager->Add(controller_.get());
+
+    // Pods created without the sidecars of a matching set (sidecarset_not_injected.h). Without
+    // the pod webhook no pod is ever injected: nothing to say then.
+    if (ctx.feature_enabled("PodWebhook")) {
+      created_sets_.Attach(inf.sidecarsets);
+      SidecarSetNotInjectedOptions no;
+      no.manager_namespace = ctx.namespace_name;
+      not_injected_ = std::make_unique<SidecarSetNotInjectedReconciler>(
+          ctx.client, &created_sets_, inf.pods, inf.namespaces, ctx.recorder,
+          [this](const kube::Request& r) { not_injected_controller_->Enqueue(r); }, no);
+      kube::ControllerOptions nco;
+      nco.clock = ctx.clock;
+      not_injected_controller_ =
+          std::make_unique<kube::Controller>("sidecarset-not-injected", not_injected_.get(), nco);
+      // The manager starts it once every cache synced (kube/manager.h): the AllPods pass sees
+      // every set.
+      WatchPodsNotInjected(not_injected_controller_.get(), not_injected_.get(), inf.pods);
+      ctx.manager->Add(not_injected_controller_.get());
+    }
     return absl::OkStatus();
   }
 
@@ -427,6 +447,9 @@ class SidecarSetGroup : public ControllerGroup {
   std::vector<std::unique_ptr<kube::Informer>> informers_;
   std::unique_ptr<SidecarSetReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
+  CreatedSidecarSets created_sets_;
+  std::unique_ptr<SidecarSetNotInjectedReconciler> not_injected_;
+  std::unique_ptr<kube::Controller> not_injected_controller_;
 };
 
 }  // namespace

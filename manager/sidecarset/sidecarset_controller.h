@@ -42,7 +42,8 @@
 //      pod event that normally brings the set back first).
 //
 // Not here: image pre-download, re-queueing sets when a Namespace's labels change (the next pod or
-// set event re-reads them).
+// set event re-reads them), the note on pods the pod webhook did not inject
+// (sidecarset_not_injected.h, a controller of its own in the same group).
 //
 // Thread-safety: Reconcile may run concurrently for different SidecarSets.
 
@@ -125,8 +126,10 @@ class SidecarSetReconciler final : public kube::Reconciler {
 std::vector<kube::Request> SidecarSetsOfPod(const kube::Json& pod);
 
 // The "sidecarset" controller group: informers for SidecarSets and Namespace labels, the shared
-// pod cache, the reconciler and a kube::Controller with --sidecarset-workers (default 3). A no-op
-// (with a warning) when the SidecarSet CRD is not served.
+// pod cache, the reconciler and a kube::Controller with --sidecarset-workers (default 3); with the
+// PodWebhook gate, also the "sidecarset-not-injected" controller (one worker) that notes pods
+// created without the sidecars of a matching set (sidecarset_not_injected.h). A no-op (with a
+// warning) when the SidecarSet CRD is not served.
 std::unique_ptr<ControllerGroup> NewSidecarSetControllerGroup();
 
 }  // namespace kruise::manager::sidecarset
