@@ -7,7 +7,9 @@
 #                                  one of which injects into this pod (server_main.cc says how);
 # per round and path: saturation with h2load (HTTP/1.1, 16 connections, CPU 1) and an open-loop
 # 1,000 req/s run (webhook-loadgen, Poisson, latency from scheduled send) with the server's own
-# mean time per review (review read -> reply ready) over the same window.
+# mean time per review (review read -> reply ready; wall time, so it includes waiting for the one
+# CPU the server's 4 threads share) and the server process's CPU time per review (TLS, HTTP and
+# handlers: the cost of an admission) over the same window.
 #   bench/webhook/sidecarset.sh [BUILD_DIR]   (Release recommended; env ROUNDS=5, SECS=10)
 # Prints every round, then medians (min-max) and the ratios sets/base.
 set -eu
@@ -46,7 +48,7 @@ report() {
   for _ in $(seq 50); do [ "$(wc -l <"$work/out")" -gt "$n" ] && break; sleep 0.1; done
   tail -n +$((n + 1)) "$work/out"
 }
-printf '%-10s %5s %12s %9s %9s %12s\n' path round 'sat req/s' 'p50 ms' 'p99 ms' 'server µs'
+printf '%-10s %5s %12s %9s %9s %12s %12s\n' path round 'sat req/s' 'p50 ms' 'p99 ms' 'server µs' 'cpu µs'
 for r in $(seq "$ROUNDS"); do
   for path in mutate-pod mutate-pod-sidecarsets; do
     url=$BASE/kruise/$path
@@ -55,20 +57,25 @@ for r in $(seq "$ROUNDS"); do
     report >/dev/null
     ol=$(taskset -c 1 "$LOADGEN" --url "$url" --body "$REVIEW" --rate 1000 --duration "$SECS" \
       --warmup 1 | head -1)
-    mean=$(report | grep -F "/kruise/$path " | sed -n 's/.*mean \([0-9.]*\) us.*/\1/p')
+    window=$(report)
+    mean=$(grep -F "/kruise/$path " <<<"$window" | sed -n 's/.*mean \([0-9.]*\) us.*/\1/p')
+    cpu=$(sed -n 's/^server cpu \([0-9.]*\) us per review.*/\1/p' <<<"$window")
     p50=$(sed -n 's/.*p50[= ]\([0-9.]*\).*/\1/p' <<<"$ol")
     p99=$(sed -n 's/.*p99[= ]\([0-9.]*\).*/\1/p' <<<"$ol")
     name=base; [ "$path" = mutate-pod ] || name=100-sets
-    printf '%-10s %5s %12s %9s %9s %12s\n' "$name" "$r" "$sat" "$p50" "$p99" "$mean" | tee -a "$work/rows"
+    printf '%-10s %5s %12s %9s %9s %12s %12s\n' "$name" "$r" "$sat" "$p50" "$p99" "$mean" "$cpu" |
+      tee -a "$work/rows"
   done
 done
 echo "== medians (min-max) over $ROUNDS interleaved rounds; ratio = 100-sets / base"
 python3 - "$work/rows" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-cols = {"saturation req/s": 2, "open-loop p50 ms": 3, "open-loop p99 ms": 4, "server µs/review": 5}
+cols = {"saturation req/s": 2, "open-loop p50 ms": 3, "open-loop p99 ms": 4, "server µs/review": 5,
+        "server cpu µs/review": 6}
 for label, i in cols.items():
-    vals = {k: [float(r[i]) for r in rows if r[0] == k and r[i] not in ("", "-")] for k in ("base", "100-sets")}
+    vals = {k: [float(r[i]) for r in rows if r[0] == k and len(r) > i and r[i] not in ("", "-")]
+            for k in ("base", "100-sets")}
     if not all(vals.values()):
         print(f"{label:18} (no data)"); continue
     med = {k: statistics.median(v) for k, v in vals.items()}
