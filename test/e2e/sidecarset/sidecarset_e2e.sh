@@ -33,7 +33,11 @@
 #      new pod (scale to 5) gets sidecar1 on busybox:1.35 and records that revision in its hash
 #      annotation, the other pods untouched;
 #   6. with the manager down, a pod is still created (the pod webhook's failurePolicy Ignore),
-#      without the sidecar.
+#      without the sidecar;
+#  6b. the manager, started again, notes that pod (our addition, OpenKruise has no such note):
+#      annotation kruise.io/sidecarset-not-injected=test-sidecarset and one Warning event
+#      SidecarSetNotInjected on it; its first pass over the pod cache finds that one pod only, and
+#      no pod injected earlier gets the annotation.
 #
 # Everything it creates is deleted again, also on failure (the SidecarSet, namespace, manager,
 # webhook configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are left.
@@ -422,7 +426,38 @@ deployment 6 | apply_stdin
 wait_for 120 "6 Ready pods" ready_pods 6
 plain=$(pods_json | jq -r '[.items[] | select([.spec.containers[].name] == ["main"])] | length')
 [ "$plain" = 1 ] || die "$plain pods without the sidecar, want the one created while the manager was down"
+plain_pod=$(pods_json | jq -r '.items[] | select([.spec.containers[].name] == ["main"]) | .metadata.name')
 step_done "the pod created with no manager answering exists, without sidecar1"
+
+step 6b "the manager started again notes the pod created without the sidecar, and only it"
+mv "$WORK/manager.log" "$WORK/manager-before-6.log"
+start_host_manager "$MANAGER" "$WORK" "$BASE"
+noted() { # POD: its kruise.io/sidecarset-not-injected
+  k -n "$NS" get pod "$1" -o json | jq -r '.metadata.annotations["kruise.io/sidecarset-not-injected"] // ""'
+}
+plain_noted() { [ "$(noted "$plain_pod")" = "$SET" ]; }
+wait_for 60 "annotation kruise.io/sidecarset-not-injected=$SET on $plain_pod" plain_noted
+not_injected_events() { # the SidecarSetNotInjected events of this namespace: "pod type count message"
+  k -n "$NS" get events -o json | jq -r '.items[] | select(.reason == "SidecarSetNotInjected")
+    | [.involvedObject.name, .type, .count, .message] | @tsv'
+}
+has_event() { [ -n "$(not_injected_events)" ]; }
+wait_for 30 "a SidecarSetNotInjected event" has_event
+events=$(not_injected_events)
+[ "$(wc -l <<<"$events")" = 1 ] || die "SidecarSetNotInjected events: $events; want one, on $plain_pod"
+IFS=$'\t' read -r ev_pod ev_type ev_count ev_message <<<"$events"
+[ "$ev_pod $ev_type $ev_count" = "$plain_pod Warning 1" ] ||
+  die "event on '$ev_pod', type '$ev_type', count '$ev_count'; want $plain_pod Warning 1"
+case "$ev_message" in *"$SET"*"pod webhook did not inject"*) ;; *) die "event message: $ev_message" ;; esac
+# The manager's first pass counts every pod it would note before noting any.
+found=$(grep -o '[0-9]* pod(s) created without the sidecars of a matching SidecarSet' "$WORK/manager.log" | head -1)
+[ "${found%% *}" = 1 ] || die "the first pass found '${found:-nothing}'; want 1 pod"
+all_pods=$(k -n "$NS" get pods -o json)
+others=$(jq -r --arg p "$plain_pod" '[.items[]
+  | select(.metadata.name != $p and .metadata.annotations["kruise.io/sidecarset-not-injected"] != null)
+  | .metadata.name] | join(" ")' <<<"$all_pods")
+[ -z "$others" ] || die "injected pods noted too: $others"
+step_done "$plain_pod noted ($SET) with one Warning event SidecarSetNotInjected; the $(jq '.items | length - 1' <<<"$all_pods") other pods untouched"
 
 say "all steps passed:"
 for r in "${RESULTS[@]}"; do echo "  $r"; done
