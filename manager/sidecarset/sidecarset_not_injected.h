@@ -33,12 +33,13 @@
 // between the patch and the event loses that event.)
 //
 // Detection without scanning pods per SidecarSet reconcile: CreatedSidecarSets holds each set's
-// matcher and creation time (rebuilt per set event, never per pod). A pod event (add or update)
-// whose pod has sets to note enqueues that pod into the "sidecarset-not-injected" controller
-// (leader-only, WatchPodsNotInjected); its reconcile re-reads the pod from the cache, decides
-// again, patches and records. Because the pod and set caches fill in no fixed order, one request
-// (AllPods) queued at registration makes the leader's first reconcile look at every cached pod
-// once (one decode at a time; nothing when there is no set) and enqueue those to note. A pod
+// matcher and creation time (rebuilt per set event, never per pod), indexed by a pod label each
+// set requires, so a pod event tests only the sets its labels can match. A pod event (add or
+// update) whose pod has sets to note enqueues that pod into the "sidecarset-not-injected"
+// controller (leader-only, WatchPodsNotInjected); its reconcile re-reads the pod from the cache,
+// decides again, patches and records. Because the pod and set caches fill in no fixed order, one
+// request (AllPods) queued at registration makes the leader's first reconcile look at every cached
+// pod once (one decode at a time; nothing when there is no set) and enqueue those to note. A pod
 // whose every event came before its set's reached the cache is noted at its next event (the
 // kubelet's status updates follow creation) or by the next leader.
 //
@@ -110,6 +111,13 @@ class CreatedSidecarSets {
   struct Snapshot {
     std::map<std::string, std::shared_ptr<const CreatedSidecarSet>> by_name;
     std::vector<const CreatedSidecarSet*> all;  // by name; points into by_name
+    // The sets that can match a pod (not never()), indexed by a pod label each requires
+    // (SidecarSetMatcher::RequiredLabel), as SidecarSetCache does: label -> value -> sets.
+    std::map<std::string, std::map<std::string, std::vector<const CreatedSidecarSet*>>> by_label;
+    std::vector<const CreatedSidecarSet*> unindexed;  // require no label value: any pod
+    // The sets `pod`'s labels can match: the unindexed ones and those whose required label the
+    // pod has with one of its values (each once). What SidecarSetsNotInjected is given per event.
+    std::vector<const CreatedSidecarSet*> For(const nlohmann::json& pod) const;
   };
   std::shared_ptr<const Snapshot> Get() const;
 

@@ -1,5 +1,6 @@
 #include "manager/sidecarset/sidecarset_not_injected.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -244,6 +245,35 @@ TEST(CreatedSidecarSetsTest, FollowsTheSets) {
   ASSERT_EQ(sets.Get()->all.size(), 1u);
   EXPECT_EQ(sets.Get()->all[0]->matcher.name(), "log");
   EXPECT_EQ(sets.Get()->all[0]->created, kube::ParseRfc3339(kSetCreated).value());
+}
+
+TEST(CreatedSidecarSetsTest, APodEventTestsOnlyTheSetsItsLabelsCanMatch) {
+  CreatedSidecarSets sets;
+  sets.Upsert(Set("web"));  // app=web
+  sets.Upsert(Set(
+      "tiers",
+      {{"selector",
+        {{"matchLabels", nullptr},
+         {"matchExpressions", {{{"key", "tier"}, {"operator", "In"}, {"values", {"a", "b"}}}}}}}}));
+  sets.Upsert(
+      Set("any-tier", {{"selector",
+                        {{"matchLabels", nullptr},
+                         {"matchExpressions", {{{"key", "tier"}, {"operator", "Exists"}}}}}}}));
+  sets.Upsert(Set("paused", {{"injectionStrategy", {{"paused", true}}}}));
+  auto names = [&](const Json& labels) {
+    std::vector<std::string> out;
+    for (const CreatedSidecarSet* s : sets.Get()->For(Meta({{"labels", labels}}))) {
+      out.push_back(s->matcher.name());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_THAT(names({{"app", "web"}}), ElementsAre("any-tier", "web"));
+  EXPECT_THAT(names({{"app", "web"}, {"tier", "b"}}), ElementsAre("any-tier", "tiers", "web"));
+  EXPECT_THAT(names({{"app", "db"}, {"tier", "c"}}), ElementsAre("any-tier"));
+  EXPECT_THAT(names(Json::object()), ElementsAre("any-tier"));
+  EXPECT_THAT(sets.Get()->For(Json("not a pod")), ::testing::SizeIs(1));
+  EXPECT_EQ(sets.Get()->all.size(), 4u);  // the paused one too, never offered
 }
 
 }  // namespace not_injected_test
