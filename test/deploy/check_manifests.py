@@ -69,6 +69,8 @@ EXPECTED_CRDS = {
                                  ["DESIRED", "UPDATED", "UPDATED_READY", "UPDATED_AVAILABLE", "READY", "TOTAL",
                                   "AGE", "CONTAINERS", "IMAGES", "SELECTOR"], ["clone"]),
     "sidecarsets.apps.kruise.io": ("Cluster", BOTH, "v1beta1", ["MATCHED", "UPDATED", "READY", "AGE"], []),
+    "podunavailablebudgets.policy.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
+                                               ["Allowed", "Current", "Desired", "Total"], ["pub"]),
 }
 # CRDs with a scale subresource (kubectl scale, HPA): its paths.
 EXPECTED_SCALE = {

@@ -44,6 +44,13 @@ OPENKRUISE = {
         ("READY", ".status.readyPods", "integer", 0),
         ("AGE", ".metadata.creationTimestamp", "date", 0),
     ],
+    # OpenKruise's v1alpha1 (and v1beta1) PodUnavailableBudget: no AGE column.
+    "podunavailablebudgets.policy.kruise.io": [
+        ("Allowed", ".status.unavailableAllowed", "integer", 0),
+        ("Current", ".status.currentAvailable", "integer", 0),
+        ("Desired", ".status.desiredAvailable", "integer", 0),
+        ("Total", ".status.totalReplicas", "integer", 0),
+    ],
     "containerrecreaterequests.apps.kruise.io": [
         ("PHASE", ".status.phase", "string", 0),
         ("POD", ".spec.podName", "string", 0),
