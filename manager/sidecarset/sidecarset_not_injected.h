@@ -39,9 +39,11 @@
 // controller (leader-only, WatchPodsNotInjected); its reconcile re-reads the pod from the cache,
 // decides again, patches and records. Because the pod and set caches fill in no fixed order, one
 // request (AllPods) queued at registration makes the leader's first reconcile look at every cached
-// pod once (one decode at a time; nothing when there is no set) and enqueue those to note. A pod
-// whose every event came before its set's reached the cache is noted at its next event (the
-// kubelet's status updates follow creation) or by the next leader.
+// pod once (one decode at a time; nothing when no set can match a pod) and enqueue those to note.
+// A pod whose every event came before its set's reached the cache is noted at its next event (the
+// kubelet's status updates follow creation) or by the next leader. On other replicas the filter
+// runs and the queue holds the pods' keys, but nothing is written or recorded. The group registers
+// this controller only with the PodWebhook gate on (without it no pod is ever injected).
 //
 // Thread-safety: CreatedSidecarSets and the reconciler are thread-safe (informer handlers and
 // workers). The free functions are pure and never throw.
