@@ -195,6 +195,15 @@ TEST(RegisterAdmissionHandlersTest, PathsFollowTheFeatureGates) {
         "/validate-apps-kruise-io-sidecarset"}) {
     EXPECT_TRUE(on.Has(path)) << path;
   }
+  // Advanced StatefulSet: no gate; one handler pair for v1beta1, v1alpha1 and versionless paths.
+  for (const char* path : {"/mutate-apps-kruise-io-v1beta1-statefulset",
+                           "/validate-apps-kruise-io-v1beta1-statefulset",
+                           "/mutate-apps-kruise-io-v1alpha1-statefulset",
+                           "/validate-apps-kruise-io-v1alpha1-statefulset",
+                           "/mutate-apps-kruise-io-statefulset",
+                           "/validate-apps-kruise-io-statefulset"}) {
+    EXPECT_TRUE(on.Has(path)) << path;
+  }
 
   auto off = FeatureGates::Parse("PodWebhook=false,ImagePullJobGate=true");
   ASSERT_TRUE(off.ok());

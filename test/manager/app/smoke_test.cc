@@ -402,6 +402,25 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
   EXPECT_NE(no_selector.dump().find("spec.selector: Required value"), std::string::npos)
       << no_selector.dump();
 
+  // Advanced StatefulSet: defaults as a JSON patch; in-place updates without the
+  // InPlaceUpdateReady readiness gate are denied naming the field.
+  Json asts = {{"apiVersion", "apps.kruise.io/v1beta1"},
+               {"kind", "StatefulSet"},
+               {"metadata", {{"name", "db"}, {"namespace", "default"}}},
+               {"spec",
+                {{"selector", {{"matchLabels", {{"app", "db"}}}}},
+                 {"template",
+                  {{"metadata", {{"labels", {{"app", "db"}}}}},
+                   {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox:1.35"}}}}}}}}}}};
+  Json asts_defaulted = review("/mutate-apps-kruise-io-v1beta1-statefulset", asts);
+  EXPECT_EQ(asts_defaulted.value("allowed", false), true) << asts_defaulted.dump();
+  EXPECT_EQ(asts_defaulted.value("patchType", ""), "JSONPatch") << asts_defaulted.dump();
+  asts["spec"]["updateStrategy"] = {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}}}};
+  Json no_gate = review("/validate-apps-kruise-io-v1beta1-statefulset", asts);
+  EXPECT_EQ(no_gate.value("allowed", true), false) << no_gate.dump();
+  EXPECT_NE(no_gate.dump().find("spec.template.spec.readinessGates"), std::string::npos)
+      << no_gate.dump();
+
   // The Lease is held.
   std::string holder;
   ASSERT_TRUE(WaitFor(

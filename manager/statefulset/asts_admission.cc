@@ -1,0 +1,458 @@
+#include "manager/statefulset/asts_admission.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "kube/object.h"
+#include "kube/pod_defaults.h"
+#include "manager/cloneset/cloneset_admission.h"
+#include "manager/statefulset/asts_plan.h"
+
+namespace kruise::manager::statefulset {
+// Helpers live in a named namespace: this file shares a unity-build unit with asts_plan.cc, whose
+// file-local helpers sit in kruise::manager::statefulset's anonymous namespace.
+namespace asts_admission_impl {
+namespace {
+
+using kube::Field;
+using kube::Json;
+using kube::json_defaults::DefaultIfEmptyString;
+using kube::json_defaults::DefaultIfUnset;
+using kube::json_defaults::ExistingObject;
+using kube::json_defaults::ForEachObject;
+using kube::json_defaults::ObjectMember;
+
+constexpr char kOrderedReady[] = "OrderedReady";
+constexpr char kParallel[] = "Parallel";
+constexpr char kRollingUpdate[] = "RollingUpdate";
+constexpr char kOnDelete[] = "OnDelete";
+constexpr char kReCreate[] = "ReCreate";
+constexpr char kInPlaceIfPossible[] = "InPlaceIfPossible";
+constexpr char kInPlaceOnly[] = "InPlaceOnly";
+constexpr char kInPlaceUpdateReady[] = "InPlaceUpdateReady";
+constexpr int kMaxMinReadySeconds = 300;  // OpenKruise's MaxMinReadySeconds
+
+// The spec fields an UPDATE may change (see the header).
+constexpr const char* kMutableSpecFields[] = {"replicas",
+                                              "template",
+                                              "updateStrategy",
+                                              "scaleStrategy",
+                                              "reserveOrdinals",
+                                              "lifecycle",
+                                              "revisionHistoryLimit",
+                                              "persistentVolumeClaimRetentionPolicy",
+                                              "volumeClaimTemplates",
+                                              "ordinals",
+                                              "volumeClaimUpdateStrategy"};
+
+class Problems {
+ public:
+  void Add(const std::string& path, const std::string& message) {
+    list_.push_back(absl::StrCat(path, ": ", message));
+  }
+  void AddLine(std::string line) { list_.push_back(std::move(line)); }
+  std::vector<std::string> Take() { return std::move(list_); }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+// The non-template defaults (SetDefaultsStatefulSet without SetDefaultPodSpec) on a spec object.
+void DefaultSpec(Json* spec) {
+  DefaultIfEmptyString(spec, "podManagementPolicy", kOrderedReady);
+  if (Json* strategy = ObjectMember(spec, "updateStrategy")) {
+    DefaultIfEmptyString(strategy, "type", kRollingUpdate);
+    if ((*strategy)["type"] == kRollingUpdate) {
+      if (Json* ru = ObjectMember(strategy, "rollingUpdate")) {
+        DefaultIfUnset(ru, "partition", 0);
+        DefaultIfUnset(ru, "maxUnavailable", 1);
+        DefaultIfEmptyString(ru, "podUpdatePolicy", kReCreate);
+        DefaultIfUnset(ru, "minReadySeconds", 0);
+      }
+    }
+  }
+  if (Json* policy = ObjectMember(spec, "persistentVolumeClaimRetentionPolicy")) {
+    DefaultIfEmptyString(policy, "whenDeleted", "Retain");
+    DefaultIfEmptyString(policy, "whenScaled", "Retain");
+  }
+  DefaultIfUnset(spec, "replicas", 1);
+  DefaultIfUnset(spec, "revisionHistoryLimit", 10);
+}
+
+// An optional integer member in [0, max]; reports a wrong type or a value out of range.
+void CheckIntRange(const Json& obj, const char* key, const std::string& path, Problems* problems,
+                   int64_t max = std::numeric_limits<int32_t>::max(),
+                   const char* max_message = "must fit in a 32-bit integer") {
+  const Json* v = Field(obj, key);
+  if (v == nullptr) return;
+  if (!v->is_number_integer()) {
+    problems->Add(path, absl::StrCat("Invalid value: ", v->dump(), ": must be an integer"));
+  } else if (v->get<int64_t>() < 0) {
+    problems->Add(
+        path, absl::StrCat("Invalid value: ", v->dump(), ": must be greater than or equal to 0"));
+  } else if (v->get<int64_t>() > max) {
+    problems->Add(path, absl::StrCat("Invalid value: ", v->dump(), ": ", max_message));
+  }
+}
+
+void CheckBool(const Json& obj, const char* key, const std::string& path, Problems* problems) {
+  const Json* v = Field(obj, key);
+  if (v != nullptr && !v->is_boolean()) problems->Add(path, "Invalid value: must be a boolean");
+}
+
+// maxUnavailable (rollingUpdate's or scaleStrategy's): a non-negative integer or "N%", at least 1
+// once scaled against one replica (rounded up), and anything but the integer 1 only with Parallel.
+void CheckMaxUnavailable(const Json& v, bool parallel, const std::string& path,
+                         Problems* problems) {
+  bool zero = false;
+  if (v.is_number_integer()) {
+    if (v.get<int64_t>() < 0) {
+      problems->Add(
+          path, absl::StrCat("Invalid value: ", v.dump(), ": must be greater than or equal to 0"));
+      return;
+    }
+    zero = v.get<int64_t>() == 0;
+  } else if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    int64_t percent = 0;
+    if (s.size() < 2 || s.back() != '%' ||
+        !std::all_of(s.begin(), s.end() - 1,
+                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
+        !absl::SimpleAtoi(absl::string_view(s).substr(0, s.size() - 1), &percent)) {
+      problems->Add(path, absl::StrCat("Invalid value: ", v.dump(),
+                                       ": must be an integer or a percentage like \"10%\""));
+      return;
+    }
+    zero = percent == 0;
+  } else {
+    problems->Add(path, absl::StrCat("Invalid value: ", v.dump(),
+                                     ": must be an integer or a percentage like \"10%\""));
+    return;
+  }
+  if (zero) {
+    problems->Add(path, absl::StrCat("Invalid value: ", v.dump(), ": must be at least 1"));
+  }
+  if (!parallel && !(v.is_number_integer() && v.get<int64_t>() == 1)) {
+    problems->Add(path, absl::StrCat("Invalid value: ", v.dump(),
+                                     ": a value other than 1 requires podManagementPolicy "
+                                     "Parallel"));
+  }
+}
+
+bool HasInPlaceReadinessGate(const Json& spec) {
+  const Json* gates = kube::FindPath(spec, {"template", "spec", "readinessGates"});
+  if (gates == nullptr || !gates->is_array()) return false;
+  for (const Json& g : *gates) {
+    if (kube::GetString(g, {"conditionType"}).value_or("") == kInPlaceUpdateReady) return true;
+  }
+  return false;
+}
+
+// The checks a StatefulSet shares with a CloneSet (name, selector, template, volumeClaimTemplates,
+// lifecycle, priorityStrategy, inPlaceUpdateStrategy) run by the CloneSet validator over a CloneSet
+// holding only those fields; its problems are kept with their paths mapped to the StatefulSet's.
+void SharedChecks(const Json& sts, const Json& spec, const Json* rolling_update,
+                  Problems* problems) {
+  Json probe = Json::object();
+  if (const Json* name = kube::FindPath(sts, {"metadata", "name"})) {
+    probe["metadata"] = Json{{"name", *name}};
+  }
+  Json pspec = Json::object();
+  for (const char* key : {"selector", "template", "volumeClaimTemplates", "lifecycle"}) {
+    if (const Json* v = Field(spec, key)) pspec[key] = *v;
+  }
+  Json strategy = Json{{"type", "ReCreate"}};
+  if (rolling_update != nullptr) {
+    if (const Json* ps = kube::FindPath(*rolling_update, {"unorderedUpdate", "priorityStrategy"})) {
+      strategy["priorityStrategy"] = *ps;
+    }
+    if (const Json* ips = Field(*rolling_update, "inPlaceUpdateStrategy")) {
+      strategy["inPlaceUpdateStrategy"] = *ips;
+    }
+  }
+  pspec["updateStrategy"] = std::move(strategy);
+  probe["spec"] = std::move(pspec);
+  static const std::pair<const char*, const char*> kPaths[] = {
+      {"metadata.name", "metadata.name"},
+      {"spec.selector", "spec.selector"},
+      {"spec.template", "spec.template"},
+      {"spec.volumeClaimTemplates", "spec.volumeClaimTemplates"},
+      {"spec.lifecycle", "spec.lifecycle"},
+      {"spec.updateStrategy.priorityStrategy",
+       "spec.updateStrategy.rollingUpdate.unorderedUpdate.priorityStrategy"},
+      {"spec.updateStrategy.inPlaceUpdateStrategy",
+       "spec.updateStrategy.rollingUpdate.inPlaceUpdateStrategy"},
+  };
+  for (std::string& p : cloneset::CloneSetProblems(probe, nullptr)) {
+    for (const auto& [from, to] : kPaths) {
+      const absl::string_view rest = absl::string_view(p).substr(std::min(p.size(), strlen(from)));
+      if (absl::StartsWith(p, from) &&
+          (absl::StartsWith(rest, ".") || absl::StartsWith(rest, "[") ||
+           absl::StartsWith(rest, ":"))) {
+        problems->AddLine(absl::StrReplaceAll(absl::StrCat(to, rest),
+                                              {{"empty selector is invalid for cloneset",
+                                                "empty selector is invalid for statefulset"}}));
+        break;
+      }
+    }
+  }
+}
+
+void CheckRollingUpdate(const Json& spec, const Json& ru, bool parallel, Problems* problems) {
+  const std::string path = "spec.updateStrategy.rollingUpdate";
+  CheckIntRange(ru, "partition", path + ".partition", problems);
+  CheckIntRange(ru, "minReadySeconds", path + ".minReadySeconds", problems, kMaxMinReadySeconds,
+                "must be no more than 300 seconds");
+  if (const Json* mu = Field(ru, "maxUnavailable")) {
+    CheckMaxUnavailable(*mu, parallel, path + ".maxUnavailable", problems);
+  }
+  if (const Json* policy = Field(ru, "podUpdatePolicy")) {
+    const std::string p = policy->is_string() ? policy->get<std::string>() : "";
+    if (p == kInPlaceIfPossible || p == kInPlaceOnly) {
+      if (!HasInPlaceReadinessGate(spec)) {
+        problems->Add("spec.template.spec.readinessGates",
+                      absl::StrCat("Required value: must contain conditionType ",
+                                   kInPlaceUpdateReady, " when podUpdatePolicy is ", p));
+      }
+    } else if (!p.empty() && p != kReCreate) {
+      problems->Add(
+          path + ".podUpdatePolicy",
+          absl::StrCat("Unsupported value: ", policy->dump(), ": supported values: \"", kReCreate,
+                       "\", \"", kInPlaceIfPossible, "\", \"", kInPlaceOnly, "\""));
+    } else if (!policy->is_string()) {
+      problems->Add(path + ".podUpdatePolicy", "Invalid value: must be a string");
+    }
+  }
+  CheckBool(ru, "paused", path + ".paused", problems);
+  if (const Json* uu = Field(ru, "unorderedUpdate")) {
+    if (!uu->is_object()) {
+      problems->Add(path + ".unorderedUpdate", "Invalid value: must be an object");
+    } else if (!parallel) {
+      problems->Add(path + ".unorderedUpdate",
+                    "Invalid value: unorderedUpdate requires podManagementPolicy Parallel");
+    }
+  }
+}
+
+void CheckUpdateStrategy(const Json& spec, bool parallel, Problems* problems) {
+  const Json* us = Field(spec, "updateStrategy");
+  if (us == nullptr) return;
+  if (!us->is_object()) {
+    problems->Add("spec.updateStrategy", "Invalid value: must be an object");
+    return;
+  }
+  std::string type = kRollingUpdate;
+  if (const Json* t = Field(*us, "type")) {
+    if (t->is_string() && !t->get_ref<const std::string&>().empty()) type = t->get<std::string>();
+    if (!t->is_string() || (type != kRollingUpdate && type != kOnDelete)) {
+      problems->Add("spec.updateStrategy.type",
+                    absl::StrCat("Unsupported value: ", t->dump(), ": supported values: \"",
+                                 kRollingUpdate, "\", \"", kOnDelete, "\""));
+      return;
+    }
+  }
+  const Json* ru = Field(*us, "rollingUpdate");
+  if (ru == nullptr) return;
+  if (type == kOnDelete) {
+    problems->Add("spec.updateStrategy.rollingUpdate",
+                  "Invalid value: only allowed for updateStrategy type RollingUpdate");
+    return;
+  }
+  if (!ru->is_object()) {
+    problems->Add("spec.updateStrategy.rollingUpdate", "Invalid value: must be an object");
+    return;
+  }
+  CheckRollingUpdate(spec, *ru, parallel, problems);
+}
+
+void CheckRetentionPolicy(const Json& spec, Problems* problems) {
+  const Json* policy = Field(spec, "persistentVolumeClaimRetentionPolicy");
+  if (policy == nullptr) return;
+  const std::string path = "spec.persistentVolumeClaimRetentionPolicy";
+  if (!policy->is_object()) {
+    problems->Add(path, "Invalid value: must be an object");
+    return;
+  }
+  for (const char* key : {"whenDeleted", "whenScaled"}) {
+    const Json* v = Field(*policy, key);
+    if (v == nullptr || (v->is_string() && v->get_ref<const std::string&>().empty())) continue;
+    if (*v != "Retain" && *v != "Delete") {
+      problems->Add(absl::StrCat(path, ".", key),
+                    absl::StrCat("Unsupported value: ", v->dump(),
+                                 ": supported values: \"Retain\", \"Delete\""));
+    }
+  }
+}
+
+// Kubernetes' semantic equality for the immutability checks: nulls, empty objects and empty
+// arrays are dropped (nil == empty, Go's omitempty).
+Json Normalized(const Json& v) {
+  if (v.is_object()) {
+    Json out = Json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      Json n = Normalized(*it);
+      if (n.is_null() || (n.is_object() && n.empty()) || (n.is_array() && n.empty())) continue;
+      out[it.key()] = std::move(n);
+    }
+    return out;
+  }
+  if (v.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : v) out.push_back(Normalized(e));
+    return out;
+  }
+  return v;
+}
+
+// The template's pod spec without container images (for the InPlaceOnly rule).
+Json PodSpecWithoutImages(const Json& spec) {
+  const Json* ps = kube::FindPath(spec, {"template", "spec"});
+  Json out = ps != nullptr ? *ps : Json::object();
+  if (out.is_object()) {
+    auto containers = out.find("containers");
+    if (containers != out.end() && containers->is_array()) {
+      for (Json& c : *containers) {
+        if (c.is_object()) c.erase("image");
+      }
+    }
+  }
+  return Normalized(out);
+}
+
+void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
+  Json now = spec.is_object() ? spec : Json::object();
+  Json before = old_spec.is_object() ? old_spec : Json::object();
+  // Absent fields read as their defaults on both sides.
+  DefaultSpec(&now);
+  DefaultSpec(&before);
+  for (const char* key : kMutableSpecFields) {
+    now.erase(key);
+    before.erase(key);
+  }
+  for (const char* key : {"selector", "serviceName", "podManagementPolicy"}) {
+    const Json* a = Field(now, key);
+    const Json* b = Field(before, key);
+    if (Normalized(a ? *a : Json()) != Normalized(b ? *b : Json())) {
+      problems->Add(absl::StrCat("spec.", key), "Invalid value: field is immutable");
+    }
+    now.erase(key);
+    before.erase(key);
+  }
+  if (Normalized(now) != Normalized(before)) {
+    problems->Add("spec",
+                  "Forbidden: updates to statefulset spec for fields other than 'replicas', "
+                  "'template', 'updateStrategy', 'scaleStrategy', 'reserveOrdinals', 'lifecycle', "
+                  "'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', "
+                  "'volumeClaimTemplates', 'ordinals' and 'volumeClaimUpdateStrategy' are "
+                  "forbidden");
+  }
+  if (kube::GetString(spec, {"updateStrategy", "rollingUpdate", "podUpdatePolicy"}).value_or("") ==
+          kInPlaceOnly &&
+      PodSpecWithoutImages(spec) != PodSpecWithoutImages(old_spec)) {
+    problems->Add("spec.template.spec",
+                  "Forbidden: with podUpdatePolicy InPlaceOnly only container images may change");
+  }
+}
+
+}  // namespace
+}  // namespace asts_admission_impl
+
+kube::Json DefaultAdvancedStatefulSet(const kube::Json& sts, bool inject_template_defaults) {
+  namespace impl = asts_admission_impl;
+  kube::Json out = sts;
+  if (!out.is_object()) return out;
+  kube::Json* spec = impl::ObjectMember(&out, "spec");
+  if (spec == nullptr) return out;
+  impl::DefaultSpec(spec);
+  if (inject_template_defaults) {
+    if (kube::Json* tmpl = impl::ExistingObject(spec, "template")) {
+      if (kube::Json* pod_spec = impl::ExistingObject(tmpl, "spec")) {
+        *pod_spec = cloneset::DefaultPodSpec(*pod_spec);
+      }
+    }
+    impl::ForEachObject(spec, "volumeClaimTemplates", [](kube::Json* pvc) {
+      if (kube::Json* pvc_spec = impl::ObjectMember(pvc, "spec")) {
+        impl::DefaultIfUnset(pvc_spec, "volumeMode", "Filesystem");
+      }
+    });
+  }
+  return out;
+}
+
+std::vector<std::string> AdvancedStatefulSetProblems(const kube::Json& sts,
+                                                     const kube::Json* old_sts) {
+  namespace impl = asts_admission_impl;
+  impl::Problems problems;
+  const kube::Json* spec = kube::Field(sts, "spec");
+  if (spec == nullptr || !spec->is_object()) {
+    problems.Add("spec", "Required value");
+    return problems.Take();
+  }
+  impl::CheckIntRange(*spec, "replicas", "spec.replicas", &problems);
+  bool parallel = false;
+  if (const kube::Json* pmp = kube::Field(*spec, "podManagementPolicy")) {
+    parallel = *pmp == impl::kParallel;
+    if (!parallel && *pmp != impl::kOrderedReady && *pmp != "") {
+      problems.Add("spec.podManagementPolicy",
+                   absl::StrCat("Unsupported value: ", pmp->dump(), ": supported values: \"",
+                                impl::kOrderedReady, "\", \"", impl::kParallel, "\""));
+    }
+  }
+  const kube::Json* ru = kube::FindPath(*spec, {"updateStrategy", "rollingUpdate"});
+  impl::SharedChecks(sts, *spec, ru != nullptr && ru->is_object() ? ru : nullptr, &problems);
+  impl::CheckUpdateStrategy(*spec, parallel, &problems);
+  if (const kube::Json* ss = kube::Field(*spec, "scaleStrategy")) {
+    if (!ss->is_object()) {
+      problems.Add("spec.scaleStrategy", "Invalid value: must be an object");
+    } else if (const kube::Json* mu = kube::Field(*ss, "maxUnavailable")) {
+      impl::CheckMaxUnavailable(*mu, parallel, "spec.scaleStrategy.maxUnavailable", &problems);
+    }
+  }
+  if (const kube::Json* ro = kube::Field(*spec, "reserveOrdinals")) {
+    if (auto parsed = ParseReserveOrdinals(*ro); !parsed.ok()) {
+      // "reserveOrdinals[i]: why" -> "spec.reserveOrdinals[i]: Invalid value: why".
+      const absl::string_view message = parsed.status().message();
+      const size_t colon = message.find(": ");
+      if (colon == absl::string_view::npos) {
+        problems.Add("spec.reserveOrdinals", absl::StrCat("Invalid value: ", message));
+      } else {
+        problems.Add(absl::StrCat("spec.", message.substr(0, colon)),
+                     absl::StrCat("Invalid value: ", message.substr(colon + 2)));
+      }
+    }
+  }
+  impl::CheckRetentionPolicy(*spec, &problems);
+  if (const kube::Json* ordinals = kube::Field(*spec, "ordinals")) {
+    if (!ordinals->is_object()) {
+      problems.Add("spec.ordinals", "Invalid value: must be an object");
+    } else {
+      impl::CheckIntRange(*ordinals, "start", "spec.ordinals.start", &problems);
+    }
+  }
+  impl::CheckIntRange(*spec, "revisionHistoryLimit", "spec.revisionHistoryLimit", &problems);
+  if (const kube::Json* sn = kube::Field(*spec, "serviceName"); sn != nullptr && !sn->is_string()) {
+    problems.Add("spec.serviceName", "Invalid value: must be a string");
+  }
+  if (old_sts != nullptr) {
+    const kube::Json* old_spec = kube::Field(*old_sts, "spec");
+    impl::CheckUpdate(*spec, old_spec != nullptr ? *old_spec : kube::Json::object(), &problems);
+  }
+  return problems.Take();
+}
+
+absl::Status ValidateAdvancedStatefulSet(const kube::Json& sts, const kube::Json* old_sts) {
+  std::vector<std::string> problems = AdvancedStatefulSetProblems(sts, old_sts);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+}
+
+}  // namespace kruise::manager::statefulset
