@@ -69,6 +69,9 @@ EXPECTED_CRDS = {
                                  ["DESIRED", "UPDATED", "UPDATED_READY", "UPDATED_AVAILABLE", "READY", "TOTAL",
                                   "AGE", "CONTAINERS", "IMAGES", "SELECTOR"], ["clone"]),
     "sidecarsets.apps.kruise.io": ("Cluster", BOTH, "v1beta1", ["MATCHED", "UPDATED", "READY", "AGE"], []),
+    "statefulsets.apps.kruise.io": ("Namespaced", BOTH, "v1beta1",
+                                    ["DESIRED", "CURRENT", "UPDATED", "READY", "AGE", "CONTAINERS", "IMAGES"],
+                                    ["sts", "asts"]),
     "podunavailablebudgets.policy.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
                                                ["Allowed", "Current", "Desired", "Total"], ["pub"]),
 }
@@ -76,6 +79,8 @@ EXPECTED_CRDS = {
 EXPECTED_SCALE = {
     "clonesets.apps.kruise.io": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
                                  "labelSelectorPath": ".status.labelSelector"},
+    "statefulsets.apps.kruise.io": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                                    "labelSelectorPath": ".status.labelSelector"},
 }
 
 
@@ -128,11 +133,13 @@ WEBHOOK_PATHS = {
     "mnodeimage.kb.io": "/mutate-apps-kruise-io-nodeimage",
     "mcloneset.kb.io": "/mutate-apps-kruise-io-v1alpha1-cloneset",
     "msidecarset.kb.io": "/mutate-apps-kruise-io-v1alpha1-sidecarset",
+    "mstatefulset.kb.io": "/mutate-apps-kruise-io-v1beta1-statefulset",
     "vimagepulljob.kb.io": "/validate-apps-kruise-io-imagepulljob",
     "vcontainerrecreaterequest.kb.io": "/validate-apps-kruise-io-containerrecreaterequest",
     "vnodeimage.kb.io": "/validate-apps-kruise-io-nodeimage",
     "vcloneset.kb.io": "/validate-apps-kruise-io-v1alpha1-cloneset",
     "vsidecarset.kb.io": "/validate-apps-kruise-io-v1alpha1-sidecarset",
+    "vstatefulset.kb.io": "/validate-apps-kruise-io-v1beta1-statefulset",
 }
 
 

@@ -37,6 +37,16 @@ OPENKRUISE = {
         ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
         ("SELECTOR", ".status.labelSelector", "string", 1),
     ],
+    # Advanced StatefulSet: the same in v1alpha1 and v1beta1 (OpenKruise's StatefulSet types).
+    "statefulsets.apps.kruise.io": [
+        ("DESIRED", ".spec.replicas", "integer", 0),
+        ("CURRENT", ".status.replicas", "integer", 0),
+        ("UPDATED", ".status.updatedReplicas", "integer", 0),
+        ("READY", ".status.readyReplicas", "integer", 0),
+        ("AGE", ".metadata.creationTimestamp", "date", 0),
+        ("CONTAINERS", ".spec.template.spec.containers[*].name", "string", 1),
+        ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
+    ],
     # The same in v1alpha1 and v1beta1 (OpenKruise 1.9).
     "sidecarsets.apps.kruise.io": [
         ("MATCHED", ".status.matchedPods", "integer", 0),
