@@ -18,7 +18,6 @@
 #include "kube/rest_client.h"
 #include "manager/cloneset/cloneset_admission.h"
 #include "manager/cloneset/cloneset_controller.h"
-#include "manager/statefulset/asts_admission.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
@@ -27,6 +26,7 @@
 #include "manager/sidecarset/sidecarset_controller.h"
 #include "manager/sidecarset/sidecarset_inject.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
+#include "manager/statefulset/asts_admission.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_webhook.h"
@@ -174,9 +174,9 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
         "/mutate-apps-kruise-io-statefulset"}) {
     registry->Register(p, mutate_statefulset);
   }
-  for (const char* p : {"/validate-apps-kruise-io-v1beta1-statefulset",
-                        "/validate-apps-kruise-io-v1alpha1-statefulset",
-                        "/validate-apps-kruise-io-statefulset"}) {
+  for (const char* p :
+       {"/validate-apps-kruise-io-v1beta1-statefulset",
+        "/validate-apps-kruise-io-v1alpha1-statefulset", "/validate-apps-kruise-io-statefulset"}) {
     registry->Register(p, validate_statefulset);
   }
   // SidecarSet: OpenKruise's defaults and checks (manager/sidecarset/sidecarset_admission.h).
