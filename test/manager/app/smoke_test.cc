@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -305,12 +306,15 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
         << name;
     auto cfg = server_.Get(res, "", name);
     bool crr_found = false;
+    bool statefulset_found = false;  // the Advanced StatefulSet paths are served, so kept
     for (const Json& w : (*cfg)["webhooks"]) {
       std::string url = w["clientConfig"].value("url", "");
       EXPECT_EQ(url.rfind(absl::StrCat("https://127.0.0.1:", webhook_port, "/"), 0), 0u) << url;
       if (url.find("containerrecreaterequest") != std::string::npos) crr_found = true;
+      if (absl::EndsWith(url, "-v1beta1-statefulset")) statefulset_found = true;
     }
     EXPECT_TRUE(crr_found) << name;
+    EXPECT_TRUE(statefulset_found) << name;
   }
 
   // /readyz turns 200; /healthz is 200.
