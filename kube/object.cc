@@ -562,6 +562,24 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view s) {
   return out;
 }
 
+Json SemanticNormalized(const Json& v) {
+  if (v.is_object()) {
+    Json out = Json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      Json n = SemanticNormalized(*it);
+      if (n.is_null() || (n.is_object() && n.empty()) || (n.is_array() && n.empty())) continue;
+      out[it.key()] = std::move(n);
+    }
+    return out;
+  }
+  if (v.is_array()) {
+    Json out = Json::array();
+    for (const Json& e : v) out.push_back(SemanticNormalized(e));
+    return out;
+  }
+  return v;
+}
+
 const LabelSelector::Requirement* LabelSelector::RequiredLabel() const {
   const Requirement* best = nullptr;
   for (const Requirement& r : requirements_) {

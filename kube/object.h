@@ -28,6 +28,9 @@ const Json* FindPath(const Json& j, std::initializer_list<absl::string_view> pat
 // RFC 6901 JSON pointer ("/spec/containers/0/image"); nullptr when absent or the pointer is
 // malformed.
 const Json* FindPointer(const Json& j, const std::string& pointer);
+// A copy without nulls, empty objects and empty arrays, recursively: what Kubernetes' semantic
+// equality (nil == empty) and Go's omitempty make of a JSON value. For immutability checks.
+Json SemanticNormalized(const Json& v);
 
 std::optional<std::string> GetString(const Json& j, std::initializer_list<absl::string_view> path);
 std::optional<int64_t> GetInt(const Json& j, std::initializer_list<absl::string_view> path);

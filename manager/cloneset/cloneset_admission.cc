@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kube/field_errors.h"
 #include "kube/object.h"
 #include "kube/pod_defaults.h"
 #include "manager/cloneset/cloneset_api.h"
@@ -65,16 +66,7 @@ void DefaultPodSpecInPlace(Json* spec) {
 
 // ---- Validation helpers -------------------------------------------------------------------------
 
-class Problems {
- public:
-  void Add(const std::string& path, const std::string& message) {
-    list_.push_back(absl::StrCat(path, ": ", message));
-  }
-  std::vector<std::string> Take() { return std::move(list_); }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = kube::FieldErrors;
 
 std::string Idx(const std::string& path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
 
@@ -190,25 +182,7 @@ std::optional<kube::LabelSelector> NonEmptySelector(const Json* sel, const std::
   return *std::move(parsed);
 }
 
-// A copy without nulls, empty objects and empty arrays, recursively: what Kubernetes' semantic
-// equality (nil == empty) and Go's omitempty make of a JSON value.
-Json Normalized(const Json& v) {
-  if (v.is_object()) {
-    Json out = Json::object();
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      Json n = Normalized(*it);
-      if (n.is_null() || (n.is_object() && n.empty()) || (n.is_array() && n.empty())) continue;
-      out[it.key()] = std::move(n);
-    }
-    return out;
-  }
-  if (v.is_array()) {
-    Json out = Json::array();
-    for (const Json& e : v) out.push_back(Normalized(e));
-    return out;
-  }
-  return v;
-}
+using kube::SemanticNormalized;
 
 // ---- Validation ---------------------------------------------------------------------------------
 
@@ -571,12 +545,13 @@ void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
   }
   const Json* sel_now = Field(now, "selector");
   const Json* sel_before = Field(before, "selector");
-  if (Normalized(sel_now ? *sel_now : Json()) != Normalized(sel_before ? *sel_before : Json())) {
+  if (SemanticNormalized(sel_now ? *sel_now : Json()) !=
+      SemanticNormalized(sel_before ? *sel_before : Json())) {
     problems->Add("spec.selector", "Invalid value: field is immutable");
   }
   now.erase("selector");
   before.erase("selector");
-  if (Normalized(now) != Normalized(before)) {
+  if (SemanticNormalized(now) != SemanticNormalized(before)) {
     problems->Add("spec",
                   "Forbidden: updates to cloneset spec for fields other than 'replicas', "
                   "'template', 'lifecycle', 'scaleStrategy', 'updateStrategy', 'minReadySeconds', "
@@ -601,7 +576,7 @@ void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
       }
     }
   }
-  if (Normalized(old_tmpl) != Normalized(new_tmpl)) {
+  if (SemanticNormalized(old_tmpl) != SemanticNormalized(new_tmpl)) {
     problems->Add("spec.template.spec",
                   "Forbidden: only allowed to update images in spec for InPlaceOnly");
   }
@@ -704,9 +679,7 @@ std::vector<std::string> CloneSetProblems(const kube::Json& cs, const kube::Json
 }
 
 absl::Status ValidateCloneSet(const kube::Json& cs, const kube::Json* old_cs) {
-  std::vector<std::string> problems = CloneSetProblems(cs, old_cs);
-  if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+  return kube::FieldErrorsStatus(CloneSetProblems(cs, old_cs));
 }
 
 }  // namespace kruise::manager::cloneset

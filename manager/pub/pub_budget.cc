@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "kube/field_errors.h"
 #include "manager/inplace/inplace_update.h"
 
 namespace kruise::manager::pub {
@@ -28,16 +29,7 @@ std::string Str(const Json& obj, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : "";
 }
 
-class Problems {
- public:
-  void Add(const std::string& path, const std::string& message) {
-    list_.push_back(absl::StrCat(path, ": ", message));
-  }
-  std::vector<std::string> Take() { return std::move(list_); }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = kube::FieldErrors;
 
 // A non-negative integer or "N%" with 0 <= N <= 100 (Kubernetes' ValidatePositiveIntOrPercent and
 // IsNotMoreThan100Percent); nullopt when invalid, reported under `path`.

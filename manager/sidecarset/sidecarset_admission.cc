@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kube/field_errors.h"
 #include "kube/object.h"
 #include "kube/pod_defaults.h"
 
@@ -51,7 +52,6 @@ using kube::json_defaults::ExistingObject;
 using kube::json_defaults::ForEachObject;
 using kube::json_defaults::ObjectMember;
 
-
 void DefaultSidecar(Json* c, const char* inject_policy) {
   DefaultIfEmptyString(c, "podInjectPolicy", inject_policy);
   if (Json* us = ObjectMember(c, "upgradeStrategy")) {
@@ -66,22 +66,13 @@ void DefaultSidecar(Json* c, const char* inject_policy) {
   // The core/v1 Container part (a sidecar's ports are not on the pod's host network here).
   const Json* image = Field(*c, "image");
   DefaultIfEmptyString(c, "imagePullPolicy",
-                   kube::DefaultPullPolicy(image != nullptr ? *image : Json()));
+                       kube::DefaultPullPolicy(image != nullptr ? *image : Json()));
   kube::DefaultContainerFields(c, /*host_network=*/false);
 }
 
 // ---- Validation helpers -------------------------------------------------------------------------
 
-class Problems {
- public:
-  void Add(const std::string& path, const std::string& message) {
-    list_.push_back(absl::StrCat(path, ": ", message));
-  }
-  std::vector<std::string> Take() { return std::move(list_); }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = kube::FieldErrors;
 
 // A value for a message; never throws (invalid UTF-8 is replaced).
 std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -935,9 +926,9 @@ nlohmann::json DefaultsOf(const nlohmann::json& ss) {
     }
   }
   impl::ForEachObject(spec, "initContainers",
-                   [](kube::Json* c) { impl::DefaultSidecar(c, impl::kAfterApp); });
+                      [](kube::Json* c) { impl::DefaultSidecar(c, impl::kAfterApp); });
   impl::ForEachObject(spec, "containers",
-                   [](kube::Json* c) { impl::DefaultSidecar(c, impl::kBeforeApp); });
+                      [](kube::Json* c) { impl::DefaultSidecar(c, impl::kBeforeApp); });
   impl::ForEachObject(spec, "volumes", kube::DefaultVolumeFields);
   impl::DefaultIfUnset(spec, "revisionHistoryLimit", 10);
   impl::ForEachObject(spec, "patchPodMetadata", [](kube::Json* patch) {
@@ -1096,9 +1087,7 @@ bool SelectorsMayOverlap(const nlohmann::json& a, const nlohmann::json& b) {
 }
 
 absl::Status ValidateSidecarSet(const nlohmann::json& ss, const nlohmann::json* old_ss) {
-  std::vector<std::string> problems = SidecarSetProblems(ss, old_ss);
-  if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+  return kube::FieldErrorsStatus(SidecarSetProblems(ss, old_ss));
 }
 
 }  // namespace kruise::manager::sidecarset

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "kube/field_errors.h"
 #include "kube/object.h"
 #include "kube/pod_defaults.h"
 #include "manager/cloneset/cloneset_admission.h"
@@ -54,17 +55,7 @@ constexpr const char* kMutableSpecFields[] = {"replicas",
                                               "ordinals",
                                               "volumeClaimUpdateStrategy"};
 
-class Problems {
- public:
-  void Add(const std::string& path, const std::string& message) {
-    list_.push_back(absl::StrCat(path, ": ", message));
-  }
-  void AddLine(std::string line) { list_.push_back(std::move(line)); }
-  std::vector<std::string> Take() { return std::move(list_); }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = kube::FieldErrors;
 
 // The non-template defaults (SetDefaultsStatefulSet without SetDefaultPodSpec) on a spec object.
 void DefaultSpec(Json* spec) {
@@ -293,25 +284,7 @@ void CheckRetentionPolicy(const Json& spec, Problems* problems) {
   }
 }
 
-// Kubernetes' semantic equality for the immutability checks: nulls, empty objects and empty
-// arrays are dropped (nil == empty, Go's omitempty).
-Json Normalized(const Json& v) {
-  if (v.is_object()) {
-    Json out = Json::object();
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      Json n = Normalized(*it);
-      if (n.is_null() || (n.is_object() && n.empty()) || (n.is_array() && n.empty())) continue;
-      out[it.key()] = std::move(n);
-    }
-    return out;
-  }
-  if (v.is_array()) {
-    Json out = Json::array();
-    for (const Json& e : v) out.push_back(Normalized(e));
-    return out;
-  }
-  return v;
-}
+using kube::SemanticNormalized;
 
 // The template's pod spec without container images (for the InPlaceOnly rule).
 Json PodSpecWithoutImages(const Json& spec) {
@@ -325,7 +298,7 @@ Json PodSpecWithoutImages(const Json& spec) {
       }
     }
   }
-  return Normalized(out);
+  return SemanticNormalized(out);
 }
 
 void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
@@ -341,13 +314,13 @@ void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
   for (const char* key : {"selector", "serviceName", "podManagementPolicy"}) {
     const Json* a = Field(now, key);
     const Json* b = Field(before, key);
-    if (Normalized(a ? *a : Json()) != Normalized(b ? *b : Json())) {
+    if (SemanticNormalized(a ? *a : Json()) != SemanticNormalized(b ? *b : Json())) {
       problems->Add(absl::StrCat("spec.", key), "Invalid value: field is immutable");
     }
     now.erase(key);
     before.erase(key);
   }
-  if (Normalized(now) != Normalized(before)) {
+  if (SemanticNormalized(now) != SemanticNormalized(before)) {
     problems->Add("spec",
                   "Forbidden: updates to statefulset spec for fields other than 'replicas', "
                   "'template', 'updateStrategy', 'scaleStrategy', 'reserveOrdinals', 'lifecycle', "
@@ -450,9 +423,7 @@ std::vector<std::string> AdvancedStatefulSetProblems(const kube::Json& sts,
 }
 
 absl::Status ValidateAdvancedStatefulSet(const kube::Json& sts, const kube::Json* old_sts) {
-  std::vector<std::string> problems = AdvancedStatefulSetProblems(sts, old_sts);
-  if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+  return kube::FieldErrorsStatus(AdvancedStatefulSetProblems(sts, old_sts));
 }
 
 }  // namespace kruise::manager::statefulset
