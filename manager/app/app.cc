@@ -32,6 +32,7 @@
 #include "manager/webhook/pod_webhook.h"
 #include "manager/webhook/readiness.h"
 #include "manager/webhook/server.h"
+#include "manager/workload/workload_admission.h"
 #include "prometheus/registry.h"
 
 namespace kruise::manager {
@@ -125,7 +126,7 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
         if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
-        const bool template_defaults = cloneset::ShouldInjectTemplateDefaults(
+        const bool template_defaults = workload::ShouldInjectTemplateDefaults(
             req.object, req.operation == "UPDATE" ? &req.old_object : nullptr);
         return webhook::PatchResponse(req.object,
                                       cloneset::DefaultCloneSet(req.object, template_defaults));
@@ -155,7 +156,7 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
         if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
         // Same rule as the CloneSet's: the template is defaulted on CREATE and when it changes.
-        const bool template_defaults = cloneset::ShouldInjectTemplateDefaults(
+        const bool template_defaults = workload::ShouldInjectTemplateDefaults(
             req.object, req.operation == "UPDATE" ? &req.old_object : nullptr);
         return webhook::PatchResponse(
             req.object, statefulset::DefaultAdvancedStatefulSet(req.object, template_defaults));

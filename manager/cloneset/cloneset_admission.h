@@ -8,26 +8,10 @@
 // Defaults (OpenKruise SetDefaultsCloneSet): spec.replicas 1, revisionHistoryLimit 10,
 // scaleStrategy {}, updateStrategy.type ReCreate, partition 0, maxUnavailable "20%", maxSurge 0,
 // inPlaceUpdateStrategy {} for the in-place types. A CRD's embedded Pod template is not defaulted
-// by the API server, so (like OpenKruise's SetDefaultPodSpec) the template gets the defaults the
-// API server gives a Pod (Kubernetes 1.20 SetDefaults_PodSpec / _Container / _Probe / _Volume ...),
-// so that a pod created from it equals the template and the template's hash is stable:
-//  - pod: restartPolicy Always, terminationGracePeriodSeconds 30, dnsPolicy ClusterFirst,
-//    securityContext {}, schedulerName default-scheduler; with hostNetwork every container port
-//    without a hostPort gets hostPort = containerPort;
-//  - containers and initContainers: terminationMessagePath /dev/termination-log,
-//    terminationMessagePolicy File, ports' protocol TCP, env fieldRef apiVersion v1, probes
-//    (liveness, readiness, startup) timeoutSeconds 1, periodSeconds 10, successThreshold 1,
-//    failureThreshold 3, httpGet (probes, postStart, preStop) path "/" and scheme HTTP;
-//    imagePullPolicy: Always for containers (OpenKruise's choice, so that an in-place image update
-//    always pulls), Kubernetes' rule for initContainers (Always for ":latest" or no tag, else
-//    IfNotPresent);
-//  - volumes: emptyDir {} when no source, hostPath.type "", defaultMode 420 (secret, configMap,
-//    downwardAPI, projected), fieldRef apiVersion v1, serviceAccountToken expirationSeconds 3600;
-//  - volumeClaimTemplates: spec.volumeMode Filesystem.
-// Not applied: resource quantity canonicalisation (SetDefaults_ResourceList), which only rewrites
-// the spelling of a quantity.
-// A value the user set is never dropped or rewritten; a field of the wrong JSON type is left for
-// validation (and the CRD schema) to reject.
+// by the API server, so (like OpenKruise's SetDefaultPodSpec) the template and
+// volumeClaimTemplates get the defaults the API server gives a Pod and a PVC
+// (workload::DefaultTemplates, manager/workload/workload_admission.h), on CREATE and on an UPDATE
+// that changes spec.template (workload::ShouldInjectTemplateDefaults).
 //
 // Validation (OpenKruise's validating webhook; field paths as Kubernetes prints them):
 //  - spec.selector required, valid, non-empty, and matching spec.template.metadata.labels;
@@ -68,14 +52,6 @@ namespace kruise::manager::cloneset {
 // A copy of `cs` with the defaults filled in; the Pod template and volumeClaimTemplates defaults
 // only with `inject_template_defaults`. A non-object is returned unchanged.
 kube::Json DefaultCloneSet(const kube::Json& cs, bool inject_template_defaults = true);
-
-// The Pod template defaults above applied to one PodSpec (a non-object is returned unchanged).
-kube::Json DefaultPodSpec(const kube::Json& pod_spec);
-
-// OpenKruise defaults the template on CREATE (`old_cs` null) and on an UPDATE that changes
-// spec.template, so that an object written before the webhook existed is not rewritten by an
-// unrelated update.
-bool ShouldInjectTemplateDefaults(const kube::Json& cs, const kube::Json* old_cs);
 
 // Every problem found, as "field.path: message". Empty when valid. `old_cs` is the stored object
 // on UPDATE, null on CREATE.

@@ -2,21 +2,21 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <utility>
+#include <optional>
+#include <set>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "kube/field_errors.h"
 #include "kube/object.h"
 #include "kube/pod_defaults.h"
-#include "manager/cloneset/cloneset_admission.h"
 #include "manager/statefulset/asts_plan.h"
+#include "manager/workload/workload_admission.h"
 
 namespace kruise::manager::statefulset {
 // Helpers live in a named namespace: this file shares a unity-build unit with asts_plan.cc, whose
@@ -28,8 +28,6 @@ using kube::Field;
 using kube::Json;
 using kube::json_defaults::DefaultIfEmptyString;
 using kube::json_defaults::DefaultIfUnset;
-using kube::json_defaults::ExistingObject;
-using kube::json_defaults::ForEachObject;
 using kube::json_defaults::ObjectMember;
 
 constexpr char kOrderedReady[] = "OrderedReady";
@@ -56,6 +54,9 @@ constexpr const char* kMutableSpecFields[] = {"replicas",
                                               "volumeClaimUpdateStrategy"};
 
 using Problems = kube::FieldErrors;
+using workload::CheckBool;
+using workload::CheckIntRange;
+using kube::SemanticNormalized;
 
 // The non-template defaults (SetDefaultsStatefulSet without SetDefaultPodSpec) on a spec object.
 void DefaultSpec(Json* spec) {
@@ -77,27 +78,6 @@ void DefaultSpec(Json* spec) {
   }
   DefaultIfUnset(spec, "replicas", 1);
   DefaultIfUnset(spec, "revisionHistoryLimit", 10);
-}
-
-// An optional integer member in [0, max]; reports a wrong type or a value out of range.
-void CheckIntRange(const Json& obj, const char* key, const std::string& path, Problems* problems,
-                   int64_t max = std::numeric_limits<int32_t>::max(),
-                   const char* max_message = "must fit in a 32-bit integer") {
-  const Json* v = Field(obj, key);
-  if (v == nullptr) return;
-  if (!v->is_number_integer()) {
-    problems->Add(path, absl::StrCat("Invalid value: ", v->dump(), ": must be an integer"));
-  } else if (v->get<int64_t>() < 0) {
-    problems->Add(
-        path, absl::StrCat("Invalid value: ", v->dump(), ": must be greater than or equal to 0"));
-  } else if (v->get<int64_t>() > max) {
-    problems->Add(path, absl::StrCat("Invalid value: ", v->dump(), ": ", max_message));
-  }
-}
-
-void CheckBool(const Json& obj, const char* key, const std::string& path, Problems* problems) {
-  const Json* v = Field(obj, key);
-  if (v != nullptr && !v->is_boolean()) problems->Add(path, "Invalid value: must be a boolean");
 }
 
 // maxUnavailable (rollingUpdate's or scaleStrategy's): a non-negative integer or "N%", at least 1
@@ -148,53 +128,25 @@ bool HasInPlaceReadinessGate(const Json& spec) {
   return false;
 }
 
-// The checks a StatefulSet shares with a CloneSet (name, selector, template, volumeClaimTemplates,
-// lifecycle, priorityStrategy, inPlaceUpdateStrategy) run by the CloneSet validator over a CloneSet
-// holding only those fields; its problems are kept with their paths mapped to the StatefulSet's.
+// The checks every workload shares (manager/workload): name, selector, template,
+// volumeClaimTemplates, lifecycle, and the rolling update's priorityStrategy and
+// inPlaceUpdateStrategy.
 void SharedChecks(const Json& sts, const Json& spec, const Json* rolling_update,
                   Problems* problems) {
-  Json probe = Json::object();
-  if (const Json* name = kube::FindPath(sts, {"metadata", "name"})) {
-    probe["metadata"] = Json{{"name", *name}};
+  workload::CheckObjectName(sts, problems);
+  std::optional<kube::LabelSelector> selector =
+      workload::NonEmptySelector(Field(spec, "selector"), "spec.selector",
+                                 "empty selector is invalid for statefulset", problems);
+  const std::set<std::string> vct_names = workload::CheckVolumeClaimTemplates(spec, problems);
+  workload::CheckTemplate(spec, selector, vct_names, "statefulset", problems);
+  workload::CheckLifecycle(spec, problems);
+  if (rolling_update == nullptr) return;
+  const std::string path = "spec.updateStrategy.rollingUpdate";
+  if (const Json* ps = kube::FindPath(*rolling_update, {"unorderedUpdate", "priorityStrategy"})) {
+    workload::CheckPriorityStrategy(*ps, path + ".unorderedUpdate.priorityStrategy", problems);
   }
-  Json pspec = Json::object();
-  for (const char* key : {"selector", "template", "volumeClaimTemplates", "lifecycle"}) {
-    if (const Json* v = Field(spec, key)) pspec[key] = *v;
-  }
-  Json strategy = Json{{"type", "ReCreate"}};
-  if (rolling_update != nullptr) {
-    if (const Json* ps = kube::FindPath(*rolling_update, {"unorderedUpdate", "priorityStrategy"})) {
-      strategy["priorityStrategy"] = *ps;
-    }
-    if (const Json* ips = Field(*rolling_update, "inPlaceUpdateStrategy")) {
-      strategy["inPlaceUpdateStrategy"] = *ips;
-    }
-  }
-  pspec["updateStrategy"] = std::move(strategy);
-  probe["spec"] = std::move(pspec);
-  static const std::pair<const char*, const char*> kPaths[] = {
-      {"metadata.name", "metadata.name"},
-      {"spec.selector", "spec.selector"},
-      {"spec.template", "spec.template"},
-      {"spec.volumeClaimTemplates", "spec.volumeClaimTemplates"},
-      {"spec.lifecycle", "spec.lifecycle"},
-      {"spec.updateStrategy.priorityStrategy",
-       "spec.updateStrategy.rollingUpdate.unorderedUpdate.priorityStrategy"},
-      {"spec.updateStrategy.inPlaceUpdateStrategy",
-       "spec.updateStrategy.rollingUpdate.inPlaceUpdateStrategy"},
-  };
-  for (std::string& p : cloneset::CloneSetProblems(probe, nullptr)) {
-    for (const auto& [from, to] : kPaths) {
-      const absl::string_view rest = absl::string_view(p).substr(std::min(p.size(), strlen(from)));
-      if (absl::StartsWith(p, from) &&
-          (absl::StartsWith(rest, ".") || absl::StartsWith(rest, "[") ||
-           absl::StartsWith(rest, ":"))) {
-        problems->AddLine(absl::StrReplaceAll(absl::StrCat(to, rest),
-                                              {{"empty selector is invalid for cloneset",
-                                                "empty selector is invalid for statefulset"}}));
-        break;
-      }
-    }
+  if (const Json* ips = Field(*rolling_update, "inPlaceUpdateStrategy")) {
+    workload::CheckInPlaceUpdateStrategy(*ips, path + ".inPlaceUpdateStrategy", problems);
   }
 }
 
@@ -284,23 +236,6 @@ void CheckRetentionPolicy(const Json& spec, Problems* problems) {
   }
 }
 
-using kube::SemanticNormalized;
-
-// The template's pod spec without container images (for the InPlaceOnly rule).
-Json PodSpecWithoutImages(const Json& spec) {
-  const Json* ps = kube::FindPath(spec, {"template", "spec"});
-  Json out = ps != nullptr ? *ps : Json::object();
-  if (out.is_object()) {
-    auto containers = out.find("containers");
-    if (containers != out.end() && containers->is_array()) {
-      for (Json& c : *containers) {
-        if (c.is_object()) c.erase("image");
-      }
-    }
-  }
-  return SemanticNormalized(out);
-}
-
 void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
   Json now = spec.is_object() ? spec : Json::object();
   Json before = old_spec.is_object() ? old_spec : Json::object();
@@ -330,7 +265,7 @@ void CheckUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
   }
   if (kube::GetString(spec, {"updateStrategy", "rollingUpdate", "podUpdatePolicy"}).value_or("") ==
           kInPlaceOnly &&
-      PodSpecWithoutImages(spec) != PodSpecWithoutImages(old_spec)) {
+      workload::TemplateChangesBeyondImages(old_spec, spec)) {
     problems->Add("spec.template.spec",
                   "Forbidden: with podUpdatePolicy InPlaceOnly only container images may change");
   }
@@ -346,18 +281,7 @@ kube::Json DefaultAdvancedStatefulSet(const kube::Json& sts, bool inject_templat
   kube::Json* spec = impl::ObjectMember(&out, "spec");
   if (spec == nullptr) return out;
   impl::DefaultSpec(spec);
-  if (inject_template_defaults) {
-    if (kube::Json* tmpl = impl::ExistingObject(spec, "template")) {
-      if (kube::Json* pod_spec = impl::ExistingObject(tmpl, "spec")) {
-        *pod_spec = cloneset::DefaultPodSpec(*pod_spec);
-      }
-    }
-    impl::ForEachObject(spec, "volumeClaimTemplates", [](kube::Json* pvc) {
-      if (kube::Json* pvc_spec = impl::ObjectMember(pvc, "spec")) {
-        impl::DefaultIfUnset(pvc_spec, "volumeMode", "Filesystem");
-      }
-    });
-  }
+  if (inject_template_defaults) workload::DefaultTemplates(spec);
   return out;
 }
 

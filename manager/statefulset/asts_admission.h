@@ -11,7 +11,7 @@
 // podUpdatePolicy ReCreate, minReadySeconds 0; persistentVolumeClaimRetentionPolicy whenDeleted and
 // whenScaled Retain (OpenKruise's StatefulSetAutoDeletePVC gate, on by default); replicas 1,
 // revisionHistoryLimit 10. The Pod template and volumeClaimTemplates get the defaults the API
-// server gives a Pod and a PVC, exactly as for a CloneSet (cloneset::DefaultPodSpec: OpenKruise's
+// server gives a Pod and a PVC, exactly as for a CloneSet (workload::DefaultTemplates: OpenKruise's
 // SetDefaultPodSpec is shared by both workloads), only on CREATE and on an UPDATE that changes
 // spec.template. A value the user set is never rewritten.
 //

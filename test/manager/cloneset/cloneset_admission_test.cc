@@ -1,4 +1,5 @@
 #include "manager/cloneset/cloneset_admission.h"
+#include "manager/workload/workload_admission.h"
 
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@ namespace admission_test {
 
 using kube::Json;
 using ::testing::HasSubstr;
+using workload::DefaultPodSpec;
+using workload::ShouldInjectTemplateDefaults;
 
 // A valid CloneSet: selector app=web, one container.
 Json Valid() {
@@ -419,11 +422,11 @@ TEST(CloneSetAdmissionTest, ValidationTable) {
       {"scale maxUnavailable ok", R"({"spec": {"scaleStrategy": {"maxUnavailable": 2}}})", ""},
       // Plain integers.
       {"revisionHistoryLimit negative", R"({"spec": {"revisionHistoryLimit": -1}})",
-       "spec.revisionHistoryLimit: must be greater than or equal to 0"},
+       "spec.revisionHistoryLimit: Invalid value: -1: must be greater than or equal to 0"},
       {"minReadySeconds negative", R"({"spec": {"minReadySeconds": -5}})",
-       "spec.minReadySeconds: must be greater than or equal to 0"},
+       "spec.minReadySeconds: Invalid value: -5: must be greater than or equal to 0"},
       {"progressDeadlineSeconds negative", R"({"spec": {"progressDeadlineSeconds": -5}})",
-       "spec.progressDeadlineSeconds: must be greater than or equal to 0"},
+       "spec.progressDeadlineSeconds: Invalid value: -5: must be greater than or equal to 0"},
       // Lifecycle.
       {"lifecycle hooks",
        R"({"spec": {"lifecycle": {
