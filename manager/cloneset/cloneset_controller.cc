@@ -13,6 +13,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/cloneset/cloneset_api.h"
+#include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
 
@@ -23,85 +24,12 @@ using kube::Json;
 
 namespace {
 
-using Pointer = Json::json_pointer;
+using inplace::AppendConditionOps;
+using inplace::AppendMapOps;
+using inplace::FindCondition;
+using inplace::HasReadinessGate;
 
-std::string Ptr(const std::string& base, const std::string& token) {
-  return (Pointer(base) / token).to_string();
-}
-
-Json TestRv(const Json& obj) {
-  return {{"op", "test"}, {"path", "/metadata/resourceVersion"},
-          {"value", kube::ResourceVersion(obj)}};
-}
-
-// JSON patch ops setting map entries under `base` ("/metadata/labels"); a null value removes the
-// key when the object has it.
-void MapOps(const Json& obj, const std::string& base, const Json& entries, Json* ops) {
-  if (!entries.is_object() || entries.empty()) return;
-  const Json* current = kube::FindPointer(obj, base);
-  bool have_map = current != nullptr && current->is_object();
-  for (const auto& [k, v] : entries.items()) {
-    if (v.is_null()) {
-      if (have_map && current->contains(k)) ops->push_back({{"op", "remove"}, {"path", Ptr(base, k)}});
-      continue;
-    }
-    if (!have_map) {
-      ops->push_back({{"op", "add"}, {"path", base}, {"value", Json::object()}});
-      have_map = true;
-      current = nullptr;
-    }
-    ops->push_back({{"op", "add"}, {"path", Ptr(base, k)}, {"value", v}});
-  }
-}
-
-// JSON patch ops setting pod conditions (by type) to the given status/reason/message.
-void ConditionOps(const Json& pod, const std::vector<Json>& conditions, Json* ops) {
-  const Json* conds = kube::FindPath(pod, {"status", "conditions"});
-  bool have = conds != nullptr && conds->is_array();
-  if (!have) {
-    if (kube::FindPath(pod, {"status"}) == nullptr) {
-      ops->push_back({{"op", "add"}, {"path", "/status"}, {"value", Json::object()}});
-    }
-    ops->push_back({{"op", "add"}, {"path", "/status/conditions"}, {"value", Json::array()}});
-  }
-  for (const Json& c : conditions) {
-    bool replaced = false;
-    if (have) {
-      for (size_t i = 0; i < conds->size(); ++i) {
-        if ((*conds)[i].is_object() && (*conds)[i].value("type", "") == c.value("type", "")) {
-          // Field by field: the cache does not hold every field of a condition (its message).
-          const std::string base = absl::StrCat("/status/conditions/", i, "/");
-          const bool flips = (*conds)[i].value("status", "") != c.value("status", "");
-          for (const auto& [k, v] : c.items()) {
-            if (k == "type" || (k == "lastTransitionTime" && !flips)) continue;
-            ops->push_back({{"op", "add"}, {"path", base + k}, {"value", v}});
-          }
-          replaced = true;
-          break;
-        }
-      }
-    }
-    if (!replaced) ops->push_back({{"op", "add"}, {"path", "/status/conditions/-"}, {"value", c}});
-  }
-}
-
-const Json* Condition(const Json& pod, const std::string& type) {
-  const Json* conds = kube::FindPath(pod, {"status", "conditions"});
-  if (conds == nullptr || !conds->is_array()) return nullptr;
-  for (const Json& c : *conds) {
-    if (c.is_object() && c.value("type", "") == type) return &c;
-  }
-  return nullptr;
-}
-
-bool HasReadinessGate(const Json& pod, const std::string& type) {
-  const Json* gates = kube::FindPath(pod, {"spec", "readinessGates"});
-  if (gates == nullptr || !gates->is_array()) return false;
-  for (const Json& g : *gates) {
-    if (g.is_object() && g.value("conditionType", "") == type) return true;
-  }
-  return false;
-}
+Json TestRv(const Json& obj) { return inplace::TestResourceVersionOp(obj); }
 
 bool IsActive(const Json& pod) {
   if (kube::IsBeingDeleted(pod)) return false;
@@ -122,17 +50,6 @@ std::string OwnerKey(const Json& obj) {
   auto owner = CloneSetOwner(obj);
   if (!owner.has_value()) return "";
   return absl::StrCat(kube::Namespace(obj), "/", owner->name);
-}
-
-// Container name -> image of a pod template.
-std::map<std::string, std::string> TemplateImages(const Json& tmpl) {
-  std::map<std::string, std::string> out;
-  const Json* containers = kube::FindPath(tmpl, {"spec", "containers"});
-  if (containers == nullptr || !containers->is_array()) return out;
-  for (const Json& c : *containers) {
-    if (c.is_object()) out[c.value("name", "")] = c.value("image", "");
-  }
-  return out;
 }
 
 std::vector<std::string> SpreadKeys(const Json& tmpl) {
@@ -490,13 +407,13 @@ absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool
                                                             const std::string& message,
                                                             absl::Time now) {
   if (!HasReadinessGate(pod, kube::kKruisePodReadyCondition)) return pod;
-  const Json* c = Condition(pod, kube::kKruisePodReadyCondition);
+  const Json* c = FindCondition(pod, kube::kKruisePodReadyCondition);
   const char* status = ready ? "True" : "False";
   if (c != nullptr && c->value("status", "") == status && c->value("reason", "") == reason) {
     return pod;
   }
   Json ops = Json::array({TestRv(pod)});
-  ConditionOps(pod,
+  AppendConditionOps(pod,
                {{{"type", kube::kKruisePodReadyCondition},
                  {"status", status},
                  {"reason", reason},
@@ -511,8 +428,8 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
   if (IsPodHooked(ctx.spec.pre_delete, view)) {
     if (view.lifecycle_state == kStatePreparingDelete) return absl::OkStatus();
     Json ops = Json::array({TestRv(pod)});
-    MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingDelete}}, &ops);
-    MapOps(pod, "/metadata/annotations",
+    AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingDelete}}, &ops);
+    AppendMapOps(pod, "/metadata/annotations",
            {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
     ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
     if (ctx.spec.pre_delete->mark_pod_not_ready) {
@@ -639,7 +556,7 @@ absl::StatusOr<bool> CloneSetReconciler::Scale(Context& ctx) {
   if (!plan.back_to_normal.empty()) {
     for (size_t i : plan.back_to_normal) {
       Json ops = Json::array({TestRv(ctx.pods[i])});
-      MapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+      AppendMapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
       RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
     }
     return true;
@@ -664,18 +581,10 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     const Json& pod = ctx.pods[i];
     // A new pod's gates start True: InPlaceUpdateReady (ours) and KruisePodReady (the pod webhook
     // adds it to pods of Kruise workloads; OpenKruise's pod-readiness controller sets it).
-    std::vector<Json> initial;
-    for (const char* gate : {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}) {
-      if (HasReadinessGate(pod, gate) && Condition(pod, gate) == nullptr) {
-        initial.push_back({{"type", gate},
-                           {"status", "True"},
-                           {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}});
-      }
-    }
+    Json initial = inplace::InitialReadinessGateOps(
+        pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
     if (!initial.empty()) {
-      Json ops = Json::array({TestRv(pod)});
-      ConditionOps(pod, initial, &ops);
-      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
       modified = true;
       continue;
     }
@@ -683,7 +592,7 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     // markPodNotReady: a pod a lifecycle hook made not ready is ready again once it is Normal
     // (its update done, or its deletion called off). Another party's reason is left alone.
     if (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal) {
-      const Json* c = Condition(pod, kube::kKruisePodReadyCondition);
+      const Json* c = FindCondition(pod, kube::kKruisePodReadyCondition);
       if (c != nullptr && c->value("status", "") == "False" &&
           (c->value("reason", "") == kStatePreparingUpdate ||
            c->value("reason", "") == kStatePreparingDelete)) {
@@ -696,87 +605,43 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     if (view.lifecycle_state == kStatePreparingNormal &&
         (!ctx.spec.pre_normal.has_value() || IsPodAllHooked(ctx.spec.pre_normal, view))) {
       Json ops = Json::array({TestRv(pod)});
-      MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+      AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
       RETURN_IF_ERROR(PatchPod(pod, ops).status());
       modified = true;
       continue;
     }
-    // A grace period that has run out: apply the images it held back.
-    if (auto grace = kube::Annotation(pod, inplace::kInPlaceUpdateGraceAnnotation)) {
-      auto state_text = kube::Annotation(pod, inplace::kInPlaceUpdateStateAnnotation);
-      auto state = inplace::ParseInPlaceUpdateState(state_text.value_or(""));
-      Json pending = Json::parse(*grace, nullptr, false);
-      if (!state.ok() || !pending.is_object()) {
-        Json ops = Json::array({TestRv(pod)});
-        MapOps(pod, "/metadata/annotations", {{inplace::kInPlaceUpdateGraceAnnotation, nullptr}},
-               &ops);
-        RETURN_IF_ERROR(PatchPod(pod, ops).status());
-        modified = true;
-        continue;
+    // The engine: a grace period that has run out applies the images it held back; an update
+    // the kubelet has carried out gets InPlaceUpdateReady True.
+    auto revision_template = [&ctx](const std::string& name) -> std::optional<Json> {
+      for (const Json& r : ctx.revisions) {
+        if (kube::Name(r) == name) return revision::RevisionTemplate(r);
       }
-      if (state->update_timestamp + absl::Seconds(ctx.spec.grace_period_seconds) > ctx.now) {
-        continue;
-      }
-      Json ops = Json::array({TestRv(pod)});
-      const Json* containers = kube::FindPath(pod, {"spec", "containers"});
-      if (pending.contains("containerImages") && pending["containerImages"].is_object() &&
-          containers != nullptr) {
-        for (size_t c = 0; c < containers->size(); ++c) {
-          const std::string cname = (*containers)[c].value("name", "");
-          if (pending["containerImages"].contains(cname)) {
-            ops.push_back({{"op", "replace"},
-                           {"path", absl::StrCat("/spec/containers/", c, "/image")},
-                           {"value", pending["containerImages"][cname]}});
-          }
-        }
-      }
-      MapOps(pod, "/metadata/annotations", {{inplace::kInPlaceUpdateGraceAnnotation, nullptr}},
-             &ops);
-      RETURN_IF_ERROR(PatchPod(pod, ops).status());
+      return std::nullopt;
+    };
+    inplace::InPlaceUpdateCheck check = inplace::CheckInPlaceUpdate(
+        pod, ctx.spec.grace_period_seconds, ctx.now, revision_template);
+    using Step = inplace::InPlaceUpdateCheck::Step;
+    if (check.step == Step::kInGrace) continue;
+    if (check.step == Step::kGraceOver) {
+      RETURN_IF_ERROR(PatchPod(pod, check.pod_ops).status());
       modified = true;
       continue;
     }
     // An in-place update the kubelet has carried out: ready again, lifecycle back to Normal.
-    if (view.lifecycle_state != kStateUpdating) continue;
-    auto state_text = kube::Annotation(pod, inplace::kInPlaceUpdateStateAnnotation);
-    if (!state_text.has_value()) continue;
-    auto state = inplace::ParseInPlaceUpdateState(*state_text);
-    if (!state.ok()) continue;
-    std::map<std::string, std::string> want;
-    for (const Json& r : ctx.revisions) {
-      if (kube::Name(r) != state->revision) continue;
-      auto images = TemplateImages(revision::RevisionTemplate(r));
-      for (const auto& [cname, last] : state->last_container_statuses) {
-        if (images.count(cname)) want[cname] = images[cname];
-      }
-    }
-    if (want.empty()) {
-      // The revision is gone from history: expect what the pod's spec says now.
-      auto images = TemplateImages(pod);
-      for (const auto& [cname, last] : state->last_container_statuses) want[cname] = images[cname];
-    }
-    if (!inplace::InPlaceUpdateCompleted(pod, *state, want)) continue;
+    if (view.lifecycle_state != kStateUpdating || check.step != Step::kCompleted) continue;
     Json patched = pod;
-    if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition)) {
-      Json ops = Json::array({TestRv(pod)});
-      ConditionOps(pod,
-                   {{{"type", inplace::kInPlaceUpdateReadyCondition},
-                     {"status", "True"},
-                     {"reason", ""},
-                     {"message", ""},
-                     {"lastTransitionTime", kube::FormatRfc3339(ctx.now)}}},
-                   &ops);
-      ASSIGN_OR_RETURN(patched, PatchPod(pod, ops, "status"));
+    if (!check.status_ops.empty()) {
+      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
     }
     const bool hooked = ctx.spec.in_place_update.has_value() &&
                         !ctx.spec.in_place_update->empty() &&
                         !IsPodHooked(ctx.spec.in_place_update, view);
     Json ops = Json::array({TestRv(patched)});
-    MapOps(patched, "/metadata/labels",
-           {{kLifecycleStateLabel, hooked ? kStateUpdated : kStateNormal}}, &ops);
+    AppendMapOps(patched, "/metadata/labels",
+                 {{kLifecycleStateLabel, hooked ? kStateUpdated : kStateNormal}}, &ops);
     RETURN_IF_ERROR(PatchPod(patched, ops).status());
     Event(ctx.cs, false, "InPlaceUpdateCompleted",
-          absl::StrCat("pod ", kube::Name(pod), " runs revision ", state->revision));
+          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
     modified = true;
   }
   // Updated -> Normal once the inPlaceUpdate hook is back on the pod.
@@ -787,7 +652,7 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
       continue;
     }
     Json ops = Json::array({TestRv(ctx.pods[i])});
-    MapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
+    AppendMapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
     RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
     modified = true;
   }
@@ -798,58 +663,15 @@ absl::Status CloneSetReconciler::UpdatePodInPlace(Context& ctx, const Json& pod,
                                                   const inplace::InPlaceUpdateSpec& update) {
   Json current = pod;
   // 1. Not ready first, so endpoints drop the pod before its containers restart.
-  if (HasReadinessGate(pod, inplace::kInPlaceUpdateReadyCondition)) {
-    Json ops = Json::array({TestRv(pod)});
-    const std::string now = kube::FormatRfc3339(ctx.now);
-    ConditionOps(pod,
-                 {{{"type", inplace::kInPlaceUpdateReadyCondition},
-                   {"status", "False"},
-                   {"reason", "StartInPlaceUpdate"},
-                   {"message", ""},
-                   {"lastTransitionTime", now}},
-                  {{"type", "Ready"},
-                   {"status", "False"},
-                   {"reason", "StartInPlaceUpdate"},
-                   {"lastTransitionTime", now}}},
-                 &ops);
+  if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
     ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
   }
   // 2. Revision, lifecycle, state annotation, metadata and (unless in grace) images, in one patch.
-  inplace::InPlaceUpdateState state = inplace::NewInPlaceUpdateState(current, update, ctx.now);
-  Json ops = Json::array({TestRv(current)});
-  Json labels = {{revision::kControllerRevisionHashLabel, update.revision},
-                 {kLifecycleStateLabel, kStateUpdating}};
-  Json annotations = {{inplace::kInPlaceUpdateStateAnnotation, inplace::FormatInPlaceUpdateState(state)},
-                      {kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
-  if (update.metadata_patch.is_object()) {
-    if (const Json* l = kube::Field(update.metadata_patch, "labels"); l != nullptr && l->is_object()) {
-      for (const auto& [k, v] : l->items()) {
-        if (!labels.contains(k)) labels[k] = v;
-      }
-    }
-    if (const Json* a = kube::Field(update.metadata_patch, "annotations");
-        a != nullptr && a->is_object()) {
-      for (const auto& [k, v] : a->items()) {
-        if (!annotations.contains(k)) annotations[k] = v;
-      }
-    }
-  }
-  if (ctx.spec.grace_period_seconds > 0) {
-    Json pending = {{"revision", update.revision},
-                    {"containerImages", Json(update.container_images)}};
-    annotations[inplace::kInPlaceUpdateGraceAnnotation] = pending.dump();
-  } else {
-    const Json* containers = kube::FindPath(current, {"spec", "containers"});
-    for (size_t c = 0; containers != nullptr && c < containers->size(); ++c) {
-      auto it = update.container_images.find((*containers)[c].value("name", ""));
-      if (it == update.container_images.end()) continue;
-      ops.push_back({{"op", "replace"},
-                     {"path", absl::StrCat("/spec/containers/", c, "/image")},
-                     {"value", it->second}});
-    }
-  }
-  MapOps(current, "/metadata/labels", labels, &ops);
-  MapOps(current, "/metadata/annotations", annotations, &ops);
+  inplace::InPlaceUpdatePatchOptions po;
+  po.grace_period_seconds = ctx.spec.grace_period_seconds;
+  po.labels = {{kLifecycleStateLabel, kStateUpdating}};
+  po.annotations = {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
+  Json ops = inplace::InPlaceUpdatePodOps(current, update, po, ctx.now);
   auto patched = PatchPod(current, ops);
   if (!patched.ok()) {
     Event(ctx.cs, true, "FailedUpdatePodInPlace",
@@ -886,7 +708,8 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
         const bool hooked = IsPodHooked(ctx.spec.in_place_update, view);
         if (hooked && (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal)) {
           Json ops = Json::array({TestRv(pod)});
-          MapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingUpdate}}, &ops);
+          AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingUpdate}},
+                       &ops);
           ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
           if (ctx.spec.in_place_update->mark_pod_not_ready) {
             RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingUpdate,
@@ -912,7 +735,7 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
     }
     // Recreate: mark it; the scale step deletes it and creates a replacement.
     Json ops = Json::array({TestRv(pod)});
-    MapOps(pod, "/metadata/labels", {{kSpecifiedDeleteLabel, "true"}}, &ops);
+    AppendMapOps(pod, "/metadata/labels", {{kSpecifiedDeleteLabel, "true"}}, &ops);
     RETURN_IF_ERROR(PatchPod(pod, ops).status());
     Event(ctx.cs, false, "SuccessfulUpdatePodReCreate",
           absl::StrCat("successfully patch pod ", kube::Name(pod),
