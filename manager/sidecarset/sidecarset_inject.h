@@ -144,6 +144,19 @@ class SidecarSetMatcher {
   // A pod label every pod the set injects into carries, with one of `values`; false when the
   // selector requires none. For indexing many sets by pod label.
   bool RequiredLabel(std::string* key, std::vector<std::string>* values) const;
+  // Adds `item` to `index` (a kube::SelectorIndex) under that label, or unindexed when the
+  // selector requires none; nothing when never().
+  template <typename Index, typename T>
+  void IndexInto(Index* index, const T* item) const {
+    if (never()) return;
+    std::string key;
+    std::vector<std::string> values;
+    if (RequiredLabel(&key, &values)) {
+      index->Add(item, key, values);
+    } else {
+      index->AddUnindexed(item);
+    }
+  }
 
  private:
   struct Impl;

@@ -111,34 +111,18 @@ void CreatedSidecarSets::Set(
     std::map<std::string, std::shared_ptr<const CreatedSidecarSet>> by_name) {
   auto next = std::make_shared<Snapshot>();
   next->by_name = std::move(by_name);
-  std::string key;
-  std::vector<std::string> values;
   for (const auto& [name, set] : next->by_name) {  // by name: every list below stays sorted
     next->all.push_back(set.get());
-    if (set->matcher.never()) continue;
-    if (!set->matcher.RequiredLabel(&key, &values)) {
-      next->unindexed.push_back(set.get());
-      continue;
-    }
-    auto& by_value = next->by_label[key];
-    for (const std::string& v : values) by_value[v].push_back(set.get());
+    set->matcher.IndexInto(&next->index, set.get());
   }
   absl::MutexLock lock(&mu_);
   snapshot_ = std::move(next);
 }
 
 std::vector<const CreatedSidecarSet*> CreatedSidecarSets::Snapshot::For(const Json& pod) const {
-  std::vector<const CreatedSidecarSet*> out = unindexed;
-  if (by_label.empty()) return out;
+  static const Json kNoLabels = Json::object();
   const Json* labels = kube::FindPath(pod, {"metadata", "labels"});
-  if (labels == nullptr || !labels->is_object()) return out;
-  for (const auto& [key, by_value] : by_label) {
-    auto label = labels->find(key);
-    if (label == labels->end() || !label->is_string()) continue;
-    auto sets = by_value.find(label->get_ref<const std::string&>());
-    if (sets != by_value.end()) out.insert(out.end(), sets->second.begin(), sets->second.end());
-  }
-  return out;
+  return index.Candidates(labels != nullptr ? *labels : kNoLabels);
 }
 
 void CreatedSidecarSets::Upsert(const Json& sidecarset) {
@@ -194,7 +178,7 @@ absl::StatusOr<kube::Result> SidecarSetNotInjectedReconciler::Reconcile(const ku
   if (req == AllPods()) {
     // Once per leader: the pods whose events came before their sets reached the cache. One pod
     // decoded at a time (the cache holds 30k of them encoded).
-    if (auto sets = sets_->Get(); sets->unindexed.empty() && sets->by_label.empty()) {
+    if (auto sets = sets_->Get(); sets->index.empty()) {
       return kube::Result{};  // no set that can match a pod
     }
     size_t found = 0;

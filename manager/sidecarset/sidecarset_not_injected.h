@@ -63,6 +63,7 @@
 #include "kube/controller.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
+#include "kube/selector_index.h"
 #include "manager/sidecarset/sidecarset_inject.h"
 
 namespace kruise::manager::sidecarset {
@@ -114,9 +115,8 @@ class CreatedSidecarSets {
     std::map<std::string, std::shared_ptr<const CreatedSidecarSet>> by_name;
     std::vector<const CreatedSidecarSet*> all;  // by name; points into by_name
     // The sets that can match a pod (not never()), indexed by a pod label each requires
-    // (SidecarSetMatcher::RequiredLabel), as SidecarSetCache does: label -> value -> sets.
-    std::map<std::string, std::map<std::string, std::vector<const CreatedSidecarSet*>>> by_label;
-    std::vector<const CreatedSidecarSet*> unindexed;  // require no label value: any pod
+    // (SidecarSetMatcher::IndexInto), as SidecarSetCache does.
+    kube::SelectorIndex<CreatedSidecarSet> index;
     // The sets `pod`'s labels can match: the unindexed ones and those whose required label the
     // pod has with one of its values (each once). What SidecarSetsNotInjected is given per event.
     std::vector<const CreatedSidecarSet*> For(const nlohmann::json& pod) const;

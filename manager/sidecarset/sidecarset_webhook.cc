@@ -20,17 +20,7 @@ using Json = nlohmann::json;
 std::shared_ptr<const SidecarSetCache::Snapshot> SidecarSetCache::Snapshot::Of(Sets sets) {
   auto out = std::make_shared<Snapshot>();
   out->sets = std::move(sets);
-  std::string key;
-  std::vector<std::string> values;
-  for (const auto& [name, entry] : out->sets) {  // by name: every list below stays sorted
-    if (entry->matcher.never()) continue;
-    if (!entry->matcher.RequiredLabel(&key, &values)) {
-      out->unindexed.push_back(entry.get());
-      continue;
-    }
-    auto& by_value = out->by_label[key];
-    for (const std::string& v : values) by_value[v].push_back(entry.get());
-  }
+  for (const auto& [name, entry] : out->sets) entry->matcher.IndexInto(&out->index, entry.get());
   return out;
 }
 
@@ -58,12 +48,19 @@ void SidecarSetCache::UpsertSidecarSet(const Json& sidecarset) {
   auto defaulted = std::make_shared<const Json>(std::move(set));
   absl::MutexLock write(&write_mu_);
   std::shared_ptr<const Entry> entry = MakeEntry(std::move(defaulted));
+  Publish([&](Sets* sets) {
+    (*sets)[name] = std::move(entry);
+    return true;
+  });
+}
+
+void SidecarSetCache::Publish(absl::FunctionRef<bool(Sets*)> change) {
   Sets next;
   {
     absl::MutexLock lock(&mu_);
     next = sets_->sets;
   }
-  next[name] = std::move(entry);
+  if (!change(&next)) return;
   std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
   absl::MutexLock lock(&mu_);
   sets_ = std::move(snapshot);
@@ -103,15 +100,10 @@ void SidecarSetCache::RebuildSet(const std::string& set_name) {
     base = it->second->base;
   }
   std::shared_ptr<const Entry> entry = MakeEntry(std::move(base));
-  Sets next;
-  {
-    absl::MutexLock lock(&mu_);
-    next = sets_->sets;
-  }
-  next[set_name] = std::move(entry);
-  std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
-  absl::MutexLock lock(&mu_);
-  sets_ = std::move(snapshot);
+  Publish([&](Sets* sets) {
+    (*sets)[set_name] = std::move(entry);
+    return true;
+  });
 }
 
 void SidecarSetCache::UpsertRevision(const Json& revision) {
@@ -134,16 +126,7 @@ void SidecarSetCache::RemoveRevision(const Json& revision) {
 
 void SidecarSetCache::RemoveSidecarSet(const std::string& name) {
   absl::MutexLock write(&write_mu_);
-  Sets next;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!sets_->sets.count(name)) return;
-    next = sets_->sets;
-  }
-  next.erase(name);
-  std::shared_ptr<const Snapshot> snapshot = Snapshot::Of(std::move(next));
-  absl::MutexLock lock(&mu_);
-  sets_ = std::move(snapshot);
+  Publish([&](Sets* sets) { return sets->erase(name) > 0; });
 }
 
 void SidecarSetCache::UpsertNamespace(const Json& ns) {
@@ -219,14 +202,7 @@ std::vector<SidecarSetCache::Match> SidecarSetCache::MatchingWithRevisions(
   }
   if (!facts.injectable) return out;
   // The sets this pod's labels can match, then the full test on each, in name order.
-  std::vector<const Entry*> candidates = snapshot->unindexed;
-  for (const auto& [key, by_value] : snapshot->by_label) {
-    auto label = facts.labels.find(key);
-    if (label == facts.labels.end()) continue;
-    auto sets = by_value.find(label->second);
-    if (sets == by_value.end()) continue;
-    candidates.insert(candidates.end(), sets->second.begin(), sets->second.end());
-  }
+  std::vector<const Entry*> candidates = snapshot->index.Candidates(facts.labels);
   if (candidates.empty()) return out;
   std::sort(candidates.begin(), candidates.end(), [](const Entry* a, const Entry* b) {
     return a->matcher.name() < b->matcher.name();

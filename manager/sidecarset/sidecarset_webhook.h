@@ -30,9 +30,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "kube/informer.h"
+#include "kube/selector_index.h"
 #include "manager/sidecarset/sidecarset_inject.h"
 #include "manager/webhook/pod_webhook.h"
 
@@ -87,8 +89,7 @@ class SidecarSetCache {
   // match plus the few that require no label value, not against every set.
   struct Snapshot {
     Sets sets;
-    std::map<std::string, std::map<std::string, std::vector<const Entry*>>> by_label;
-    std::vector<const Entry*> unindexed;  // may match any pod: checked every time
+    kube::SelectorIndex<Entry> index;
     static std::shared_ptr<const Snapshot> Of(Sets sets);
   };
   using Namespaces = std::map<std::string, std::shared_ptr<const nlohmann::json>>;
@@ -99,6 +100,10 @@ class SidecarSetCache {
   std::shared_ptr<const Entry> MakeEntry(std::shared_ptr<const nlohmann::json> base) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void RebuildSet(const std::string& set_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Publishes the next snapshot: the current sets with `change` applied (it returns false to
+  // leave everything as it is). The one way writers swap snapshots; readers never wait on the
+  // rebuild of the index.
+  void Publish(absl::FunctionRef<bool(Sets*)> change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   const std::string manager_namespace_;
   // Serialises writers (informer handlers of different informers): each builds the next snapshot

@@ -14,6 +14,7 @@ if(TARGET kruise_kube AND TARGET kruise_fake_kube_client)
       ${CMAKE_CURRENT_LIST_DIR}/event_recorder_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/expectations_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/key_dictionary_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/selector_index_test.cc
     LIBS kruise_kube kruise_fake_kube_client kruise_test_fakes)
 endif()
 
