@@ -72,6 +72,9 @@ EXPECTED_CRDS = {
     "statefulsets.apps.kruise.io": ("Namespaced", BOTH, "v1beta1",
                                     ["DESIRED", "CURRENT", "UPDATED", "READY", "AGE", "CONTAINERS", "IMAGES"],
                                     ["sts", "asts"]),
+    "daemonsets.apps.kruise.io": ("Namespaced", BOTH, "v1beta1",
+                                  ["DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS",
+                                   "IMAGES"], ["daemon", "ads"]),
     "podunavailablebudgets.policy.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
                                                ["Allowed", "Current", "Desired", "Total"], ["pub"]),
 }

@@ -47,6 +47,17 @@ OPENKRUISE = {
         ("CONTAINERS", ".spec.template.spec.containers[*].name", "string", 1),
         ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
     ],
+    # Advanced DaemonSet: the same in v1alpha1 and v1beta1 (OpenKruise 1.9).
+    "daemonsets.apps.kruise.io": [
+        ("DESIRED", ".status.desiredNumberScheduled", "integer", 0),
+        ("CURRENT", ".status.currentNumberScheduled", "integer", 0),
+        ("READY", ".status.numberReady", "integer", 0),
+        ("UP-TO-DATE", ".status.updatedNumberScheduled", "integer", 0),
+        ("AVAILABLE", ".status.numberAvailable", "integer", 0),
+        ("AGE", ".metadata.creationTimestamp", "date", 0),
+        ("CONTAINERS", ".spec.template.spec.containers[*].name", "string", 1),
+        ("IMAGES", ".spec.template.spec.containers[*].image", "string", 1),
+    ],
     # The same in v1alpha1 and v1beta1 (OpenKruise 1.9).
     "sidecarsets.apps.kruise.io": [
         ("MATCHED", ".status.matchedPods", "integer", 0),

@@ -92,10 +92,10 @@ fi
 
 CRDS=(nodeimages.apps.kruise.io imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io
   clonesets.apps.kruise.io sidecarsets.apps.kruise.io statefulsets.apps.kruise.io
-  podunavailablebudgets.policy.kruise.io)
+  daemonsets.apps.kruise.io podunavailablebudgets.policy.kruise.io)
 # CRDs served in two versions (v1alpha1 and v1beta1) with one schema.
 TWO_VERSION_CRDS=(nodeimages.apps.kruise.io imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io
-  sidecarsets.apps.kruise.io statefulsets.apps.kruise.io)
+  sidecarsets.apps.kruise.io statefulsets.apps.kruise.io daemonsets.apps.kruise.io)
 if k apply --dry-run=server -k "$DEPLOY/crds" >"$WORK/out" 2>&1; then
   pass "CRDs: server-side dry run"
 else
