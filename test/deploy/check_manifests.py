@@ -77,6 +77,8 @@ EXPECTED_CRDS = {
                                    "IMAGES"], ["daemon", "ads"]),
     "podunavailablebudgets.policy.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
                                                ["Allowed", "Current", "Desired", "Total"], ["pub"]),
+    "workloadspreads.apps.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
+                                       ["WorkloadName", "WorkloadKind", "Adaptive", "Age"], ["ws"]),
 }
 # CRDs with a scale subresource (kubectl scale, HPA): its paths.
 EXPECTED_SCALE = {

@@ -72,6 +72,13 @@ OPENKRUISE = {
         ("Desired", ".status.desiredAvailable", "integer", 0),
         ("Total", ".status.totalReplicas", "integer", 0),
     ],
+    # OpenKruise's v1alpha1 WorkloadSpread (0.10 to 1.x).
+    "workloadspreads.apps.kruise.io": [
+        ("WorkloadName", ".spec.targetRef.name", "string", 0),
+        ("WorkloadKind", ".spec.targetRef.kind", "string", 0),
+        ("Adaptive", '.spec.scheduleStrategy.type[?(@ == "Adaptive")]', "boolean", 0),
+        ("Age", ".metadata.creationTimestamp", "date", 0),
+    ],
     "containerrecreaterequests.apps.kruise.io": [
         ("PHASE", ".status.phase", "string", 0),
         ("POD", ".spec.podName", "string", 0),

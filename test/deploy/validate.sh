@@ -92,7 +92,7 @@ fi
 
 CRDS=(nodeimages.apps.kruise.io imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io
   clonesets.apps.kruise.io sidecarsets.apps.kruise.io statefulsets.apps.kruise.io
-  daemonsets.apps.kruise.io podunavailablebudgets.policy.kruise.io)
+  daemonsets.apps.kruise.io podunavailablebudgets.policy.kruise.io workloadspreads.apps.kruise.io)
 # CRDs served in two versions (v1alpha1 and v1beta1) with one schema.
 TWO_VERSION_CRDS=(nodeimages.apps.kruise.io imagepulljobs.apps.kruise.io containerrecreaterequests.apps.kruise.io
   sidecarsets.apps.kruise.io statefulsets.apps.kruise.io daemonsets.apps.kruise.io)
