@@ -55,8 +55,8 @@ std::string StatusOf(const Json* condition) {
 }  // namespace
 
 Json TestResourceVersionOp(const Json& obj) {
-  return {{"op", "test"}, {"path", "/metadata/resourceVersion"},
-          {"value", kube::ResourceVersion(obj)}};
+  return {
+      {"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", kube::ResourceVersion(obj)}};
 }
 
 void AppendMapOps(const Json& obj, const std::string& base, const Json& entries, Json* ops) {
@@ -194,14 +194,16 @@ InPlaceUpdateCheck CheckInPlaceUpdate(
     const Json& pod, int grace_period_seconds, absl::Time now,
     const std::function<std::optional<Json>(const std::string&)>& revision_template) {
   InPlaceUpdateCheck out;
-  const std::optional<std::string> state_text = kube::Annotation(pod, kInPlaceUpdateStateAnnotation);
+  const std::optional<std::string> state_text =
+      kube::Annotation(pod, kInPlaceUpdateStateAnnotation);
   absl::StatusOr<InPlaceUpdateState> state =
-      state_text.has_value() ? ParseInPlaceUpdateState(*state_text)
-                             : absl::StatusOr<InPlaceUpdateState>(
-                                   absl::NotFoundError("no in-place update state"));
+      state_text.has_value()
+          ? ParseInPlaceUpdateState(*state_text)
+          : absl::StatusOr<InPlaceUpdateState>(absl::NotFoundError("no in-place update state"));
   if (state.ok()) out.revision = state->revision;
 
-  if (const std::optional<std::string> grace = kube::Annotation(pod, kInPlaceUpdateGraceAnnotation)) {
+  if (const std::optional<std::string> grace =
+          kube::Annotation(pod, kInPlaceUpdateGraceAnnotation)) {
     Json pending = Json::parse(*grace, nullptr, /*allow_exceptions=*/false);
     Json ops = Json::array({TestResourceVersionOp(pod)});
     if (!state.ok() || !pending.is_object()) {

@@ -49,8 +49,8 @@ nlohmann::json TestResourceVersionOp(const nlohmann::json& obj);
 
 // Appends ops setting entries of the string map at `base` ("/metadata/labels"); a null value
 // removes the key when `obj` has it (nothing otherwise); the map is created when absent.
-void AppendMapOps(const nlohmann::json& obj, const std::string& base,
-                  const nlohmann::json& entries, nlohmann::json* ops);
+void AppendMapOps(const nlohmann::json& obj, const std::string& base, const nlohmann::json& entries,
+                  nlohmann::json* ops);
 
 // Appends ops setting pod conditions by type. An existing condition is changed field by field
 // (the cache may not hold all of its fields); its lastTransitionTime only when the status flips.

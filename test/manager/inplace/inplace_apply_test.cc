@@ -46,8 +46,7 @@ InPlaceUpdateSpec Update() {
   InPlaceUpdateSpec u;
   u.revision = "web-new";
   u.container_images = {{"main", "nginx:1.26"}};
-  u.metadata_patch = {{"labels", {{"tier", "front"}}},
-                      {"annotations", {{"note", "x"}}}};
+  u.metadata_patch = {{"labels", {{"tier", "front"}}}, {"annotations", {{"note", "x"}}}};
   return u;
 }
 
@@ -60,16 +59,26 @@ TEST(AppendMapOps, Table) {
   };
   const Case cases[] = {
       {"creates the map", Json::parse(R"({"metadata": {}})"), {{"a", "1"}}, {{"a", "1"}}},
-      {"adds and replaces", Json::parse(R"({"metadata": {"labels": {"a": "0", "b": "2"}}})"),
-       {{"a", "1"}, {"c", "3"}}, {{"a", "1"}, {"b", "2"}, {"c", "3"}}},
-      {"null removes", Json::parse(R"({"metadata": {"labels": {"a": "0", "b": "2"}}})"),
-       {{"a", nullptr}}, {{"b", "2"}}},
-      {"null on a missing key does nothing", Json::parse(R"({"metadata": {"labels": {}}})"),
-       {{"a", nullptr}}, Json::object()},
-      {"null without a map does nothing", Json::parse(R"({"metadata": {}})"), {{"a", nullptr}},
+      {"adds and replaces",
+       Json::parse(R"({"metadata": {"labels": {"a": "0", "b": "2"}}})"),
+       {{"a", "1"}, {"c", "3"}},
+       {{"a", "1"}, {"b", "2"}, {"c", "3"}}},
+      {"null removes",
+       Json::parse(R"({"metadata": {"labels": {"a": "0", "b": "2"}}})"),
+       {{"a", nullptr}},
+       {{"b", "2"}}},
+      {"null on a missing key does nothing",
+       Json::parse(R"({"metadata": {"labels": {}}})"),
+       {{"a", nullptr}},
+       Json::object()},
+      {"null without a map does nothing",
+       Json::parse(R"({"metadata": {}})"),
+       {{"a", nullptr}},
        nullptr},
-      {"keys with / and ~", Json::parse(R"({"metadata": {"labels": {}}})"),
-       {{"apps.kruise.io/x~y", "v"}}, {{"apps.kruise.io/x~y", "v"}}},
+      {"keys with / and ~",
+       Json::parse(R"({"metadata": {"labels": {}}})"),
+       {{"apps.kruise.io/x~y", "v"}},
+       {{"apps.kruise.io/x~y", "v"}}},
   };
   for (const Case& c : cases) {
     Json ops = Json::array();
@@ -89,7 +98,9 @@ TEST(AppendConditionOps, FlipsTouchTransitionTimeOnlyWhenStatusChanges) {
   Json pod = Pod();
   Json ops = Json::array();
   AppendConditionOps(pod,
-                     {{{"type", "Ready"}, {"status", "True"}, {"reason", "R"},
+                     {{{"type", "Ready"},
+                       {"status", "True"},
+                       {"reason", "R"},
                        {"lastTransitionTime", "2030-01-01T00:00:00Z"}},
                       {{"type", "New"}, {"status", "False"}}},
                      &ops);
@@ -101,8 +112,10 @@ TEST(AppendConditionOps, FlipsTouchTransitionTimeOnlyWhenStatusChanges) {
   ASSERT_NE(FindCondition(out, "New"), nullptr);
 
   ops = Json::array();
-  AppendConditionOps(pod, {{{"type", "Ready"}, {"status", "False"},
-                            {"lastTransitionTime", "2030-01-01T00:00:00Z"}}}, &ops);
+  AppendConditionOps(
+      pod,
+      {{{"type", "Ready"}, {"status", "False"}, {"lastTransitionTime", "2030-01-01T00:00:00Z"}}},
+      &ops);
   EXPECT_EQ((*FindCondition(Apply(pod, ops), "Ready"))["lastTransitionTime"],
             "2030-01-01T00:00:00Z");
 
