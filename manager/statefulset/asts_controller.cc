@@ -1,0 +1,890 @@
+#include "manager/statefulset/asts_controller.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kube/errors.h"
+#include "kube/kruise_api.h"
+#include "manager/inplace/inplace_apply.h"
+#include "manager/inplace/inplace_update.h"
+#include "manager/revision/revision.h"
+
+namespace kruise::manager::statefulset {
+
+namespace res = kube::resources;
+
+namespace {
+
+constexpr char kAstsLifecycleLabel[] = "lifecycle.apps.kruise.io/state";
+constexpr char kAstsLifecycleTimestamp[] = "lifecycle.apps.kruise.io/timestamp";
+
+bool IsAstsOwner(const kube::OwnerReference& owner) {
+  return owner.kind == "StatefulSet" && owner.api_version.rfind("apps.kruise.io/", 0) == 0;
+}
+
+std::string AstsOwnerKey(const Json& obj) {
+  auto owner = kube::ControllerOf(obj);
+  if (!owner.has_value() || !IsAstsOwner(*owner)) return "";
+  return absl::StrCat(kube::Namespace(obj), "/", owner->name);
+}
+
+Json AstsOwnerRef(const Json& set, bool controller) {
+  Json ref = {{"apiVersion", set.value("apiVersion", "apps.kruise.io/v1beta1")},
+              {"kind", "StatefulSet"},
+              {"name", kube::Name(set)},
+              {"uid", kube::Uid(set)},
+              {"blockOwnerDeletion", true}};
+  if (controller) ref["controller"] = true;
+  return ref;
+}
+
+Json PodOwnerRef(const Json& pod) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"name", kube::Name(pod)},
+          {"uid", kube::Uid(pod)},
+          {"blockOwnerDeletion", true}};
+}
+
+std::string ClaimName(const std::string& vct, const std::string& set, int ordinal) {
+  return absl::StrCat(vct, "-", set, "-", ordinal);
+}
+
+// spec.persistentVolumeClaimRetentionPolicy.<field> == "Delete".
+bool RetentionDeletes(const Json& set, const char* field) {
+  return kube::GetString(set, {"spec", "persistentVolumeClaimRetentionPolicy", field}) == "Delete";
+}
+
+// Ops (test first) making `claim`'s ownerReferences those of `claim` without any reference to
+// `drop_uid`, plus `add` (when not null and not there yet); empty when nothing changes.
+Json ClaimOwnerOps(const Json& claim, const std::string& drop_uid, const Json& add) {
+  Json refs = Json::array();
+  bool changed = false;
+  bool have_add = add.is_null();
+  if (const Json* old = kube::FindPath(claim, {"metadata", "ownerReferences"});
+      old != nullptr && old->is_array()) {
+    for (const Json& r : *old) {
+      const std::string uid = r.is_object() ? r.value("uid", "") : "";
+      if (!drop_uid.empty() && uid == drop_uid) {
+        changed = true;
+        continue;
+      }
+      if (!add.is_null() && uid == add.value("uid", "")) have_add = true;
+      refs.push_back(r);
+    }
+  }
+  if (!have_add) {
+    refs.push_back(add);
+    changed = true;
+  }
+  if (!changed) return Json::array();
+  return Json::array({inplace::TestResourceVersionOp(claim),
+                      {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", refs}}});
+}
+
+bool OwnedBy(const Json& obj, const std::string& uid) {
+  for (const kube::OwnerReference& r : kube::OwnerReferences(obj)) {
+    if (r.uid == uid) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct AstsReconciler::Context {
+  Json set;
+  std::string key;
+  std::string ns;
+  std::string name;
+  AstsSpec spec;
+  kube::LabelSelector selector = kube::LabelSelector::Nothing();
+  std::vector<Json> pods;  // claimed pods, same order as views
+  std::vector<AstsPod> views;
+  std::map<int, size_t> by_ordinal;  // ordinal -> index into pods (a later pod wins)
+  std::vector<Json> revisions;       // oldest first
+  Json update_revision;
+  std::string update_revision_name;
+  std::string current_revision_name;
+  int64_t collision_count = 0;
+  absl::Time now;
+  absl::Duration recheck = absl::ZeroDuration();
+  std::optional<absl::Status> scale_result;
+  std::optional<absl::Status> update_result;
+
+  void Recheck(absl::Duration d) {
+    if (d > absl::ZeroDuration() && (recheck == absl::ZeroDuration() || d < recheck)) recheck = d;
+  }
+  const Json* RevisionNamed(const std::string& n) const {
+    for (const Json& r : revisions) {
+      if (kube::Name(r) == n) return &r;
+    }
+    return nullptr;
+  }
+};
+
+AstsReconciler::AstsReconciler(kube::KubeClient* client, AstsInformers informers,
+                               kube::EventRecorder* recorder, AstsReconcilerOptions opts)
+    : client_(client),
+      inf_(informers),
+      recorder_(recorder),
+      opts_(opts),
+      scale_expectations_(opts.clock),
+      rv_expectations_(opts.clock) {}
+
+void AstsReconciler::ObserveThrough(kube::Informer* pods) {
+  pods->AddEventHandler({
+      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
+      .on_update =
+          [this](const Json&, const Json& obj) {
+            rv_expectations_.Observe(obj);
+            // A pod that turns terminating counts as deleted.
+            if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
+          },
+      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
+  });
+}
+
+void AstsReconciler::ObserveCreate(const Json& obj) {
+  const std::string key = AstsOwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
+  }
+}
+
+void AstsReconciler::ObserveDelete(const Json& obj) {
+  const std::string key = AstsOwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
+  }
+  rv_expectations_.Delete(kube::NamespacedName(obj));
+}
+
+void AstsReconciler::Event(const Json& set, bool warning, const std::string& reason,
+                           const std::string& message) {
+  if (recorder_ != nullptr) {
+    recorder_->Event(set, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
+                     message);
+  }
+}
+
+absl::StatusOr<Json> AstsReconciler::PatchPod(const Json& pod, const Json& ops,
+                                              const std::string& subresource) {
+  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
+                               kube::PatchType::kJson, ops, subresource);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
+    // bad patch by looking at the pod now.
+    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
+    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
+      return absl::AbortedError(
+          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; retrying"));
+    }
+  }
+  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
+  return patched;
+}
+
+absl::StatusOr<std::vector<Json>> AstsReconciler::ClaimPods(Context& ctx) {
+  std::vector<Json> out;
+  const std::string uid = kube::Uid(ctx.set);
+  std::set<std::string> seen;
+  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
+  for (const auto& p : owned) {
+    auto owner = kube::ControllerOf(*p);
+    if (!owner.has_value() || owner->uid != uid) continue;
+    seen.insert(kube::Name(*p));
+    if (ctx.selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
+      out.push_back(*p);
+      continue;
+    }
+    // Release: it no longer matches the selector.
+    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
+    const Json* refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
+    for (size_t i = 0; refs != nullptr && refs->is_array() && i < refs->size(); ++i) {
+      if ((*refs)[i].value("uid", "") == uid) {
+        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
+        break;
+      }
+    }
+    auto st = PatchPod(*p, ops);
+    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+    Event(ctx.set, false, "ReleasedPod",
+          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
+  }
+  if (kube::IsBeingDeleted(ctx.set)) return out;
+  ASSIGN_OR_RETURN(auto in_ns,
+                   inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex, ctx.ns));
+  for (const auto& p : in_ns) {
+    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
+        !ctx.selector.MatchesObject(*p)) {
+      continue;
+    }
+    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
+    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
+      ops.push_back(
+          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
+    }
+    ops.push_back({{"op", "add"},
+                   {"path", "/metadata/ownerReferences/-"},
+                   {"value", AstsOwnerRef(ctx.set, true)}});
+    auto adopted = PatchPod(*p, ops);
+    if (!adopted.ok()) {
+      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
+      return adopted.status();
+    }
+    Event(ctx.set, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
+    out.push_back(*adopted);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> AstsReconciler::SyncRevisions(Context& ctx) {
+  ASSIGN_OR_RETURN(auto owned,
+                   inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.set)));
+  for (const auto& r : owned) ctx.revisions.push_back(*r);
+  std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
+    return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
+  });
+  const Json* tmpl_ptr = kube::FindPath(ctx.set, {"spec", "template"});
+  const Json tmpl = tmpl_ptr != nullptr ? *tmpl_ptr : Json::object();
+  ctx.collision_count = kube::GetInt(ctx.set, {"status", "collisionCount"}).value_or(0);
+  std::optional<int32_t> collision;
+  if (ctx.collision_count > 0) collision = static_cast<int32_t>(ctx.collision_count);
+  const std::string name =
+      revision::RevisionName(ctx.name, revision::TemplateHash(tmpl, collision));
+  int64_t max_revision = 0;
+  for (const Json& r : ctx.revisions) {
+    max_revision = std::max<int64_t>(max_revision, kube::IntField(r, "revision", 0));
+  }
+  auto take = [&](const Json& r) {
+    ctx.update_revision = r;
+    ctx.update_revision_name = name;
+    return true;
+  };
+  if (const Json* r = ctx.RevisionNamed(name);
+      r != nullptr && revision::RevisionTemplate(*r) == tmpl) {
+    return take(*r);
+  }
+  Json fresh = revision::NewControllerRevision(ctx.set, tmpl, max_revision + 1, collision);
+  auto created = client_->Create(res::ControllerRevisions(), ctx.ns, fresh);
+  if (created.ok()) {
+    ctx.revisions.push_back(*created);
+    return take(*created);
+  }
+  if (!kube::IsAlreadyExists(created.status())) return created.status();
+  ASSIGN_OR_RETURN(Json existing, client_->Get(res::ControllerRevisions(), ctx.ns, name));
+  auto owner = kube::ControllerOf(existing);
+  if (revision::RevisionTemplate(existing) == tmpl && owner.has_value() &&
+      owner->uid == kube::Uid(ctx.set)) {
+    if (ctx.RevisionNamed(name) == nullptr) ctx.revisions.push_back(existing);  // cache behind
+    return take(existing);
+  }
+  // Someone else's revision under our name: count the collision and come back.
+  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
+                {"status", {{"collisionCount", ctx.collision_count + 1}}}};
+  RETURN_IF_ERROR(client_
+                      ->Patch(AdvancedStatefulSets(), ctx.ns, ctx.name, kube::PatchType::kMerge,
+                              patch, "status")
+                      .status());
+  return false;
+}
+
+absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
+  bool modified = false;
+  auto revision_template = [&ctx](const std::string& n) -> std::optional<Json> {
+    const Json* r = ctx.RevisionNamed(n);
+    if (r == nullptr) return std::nullopt;
+    return revision::RevisionTemplate(*r);
+  };
+  const int grace =
+      static_cast<int>(kube::GetInt(ctx.set, {"spec", "updateStrategy", "rollingUpdate",
+                                              "inPlaceUpdateStrategy", "gracePeriodSeconds"})
+                           .value_or(0));
+  for (size_t i = 0; i < ctx.pods.size(); ++i) {
+    const Json& pod = ctx.pods[i];
+    if (kube::IsBeingDeleted(pod)) continue;
+    // A new pod's gates start True: InPlaceUpdateReady (the template's) and KruisePodReady (the
+    // pod webhook adds it to pods of Kruise workloads).
+    Json initial = inplace::InitialReadinessGateOps(
+        pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
+    if (!initial.empty()) {
+      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      modified = true;
+      continue;
+    }
+    inplace::InPlaceUpdateCheck check =
+        inplace::CheckInPlaceUpdate(pod, grace, ctx.now, revision_template);
+    using Step = inplace::InPlaceUpdateCheck::Step;
+    if (check.step == Step::kInGrace) {
+      ctx.Recheck(check.grace_left);
+      continue;
+    }
+    if (check.step == Step::kGraceOver) {
+      RETURN_IF_ERROR(PatchPod(pod, check.pod_ops).status());
+      modified = true;
+      continue;
+    }
+    if (ctx.views[i].lifecycle_state != "Updating" || check.step != Step::kCompleted) continue;
+    Json patched = pod;
+    if (!check.status_ops.empty()) {
+      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
+    }
+    Json ops = Json::array({inplace::TestResourceVersionOp(patched)});
+    inplace::AppendMapOps(patched, "/metadata/labels", {{kAstsLifecycleLabel, "Normal"}}, &ops);
+    RETURN_IF_ERROR(PatchPod(patched, ops).status());
+    Event(ctx.set, false, "InPlaceUpdateCompleted",
+          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+    modified = true;
+  }
+  return modified;
+}
+
+absl::Status AstsReconciler::SyncClaimOwners(Context& ctx) {
+  const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
+  if (vcts == nullptr || !vcts->is_array() || vcts->empty()) return absl::OkStatus();
+  const bool when_deleted = RetentionDeletes(ctx.set, "whenDeleted");
+  const std::vector<int> owned =
+      OwnedOrdinals(ctx.spec.replicas, ctx.spec.ordinals_start, ctx.spec.reserve_ordinals);
+  for (int ord : owned) {
+    for (const Json& vct : *vcts) {
+      const std::string claim_name = ClaimName(kube::Name(vct), ctx.name, ord);
+      auto claim = inf_.pvcs->store().Get(ctx.ns, claim_name);
+      if (claim == nullptr || kube::IsBeingDeleted(*claim)) continue;
+      const bool has = OwnedBy(*claim, kube::Uid(ctx.set));
+      if (has == when_deleted) continue;
+      Json ops = when_deleted ? ClaimOwnerOps(*claim, "", AstsOwnerRef(ctx.set, false))
+                              : ClaimOwnerOps(*claim, kube::Uid(ctx.set), Json());
+      if (ops.empty()) continue;
+      auto st = client_->Patch(res::PersistentVolumeClaims(), ctx.ns, claim_name,
+                               kube::PatchType::kJson, ops);
+      if (!st.ok() && !kube::IsNotFound(st.status()) &&
+          st.status().code() != absl::StatusCode::kInvalidArgument) {
+        return st.status();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
+  const bool current = c.current_revision && !ctx.current_revision_name.empty() &&
+                       ctx.current_revision_name != ctx.update_revision_name &&
+                       ctx.RevisionNamed(ctx.current_revision_name) != nullptr;
+  const Json& rev = current ? *ctx.RevisionNamed(ctx.current_revision_name) : ctx.update_revision;
+  Json tmpl = revision::RevisionTemplate(rev);
+  if (!tmpl.is_object()) return absl::InternalError("revision without a template");
+  const std::string pod_name = absl::StrCat(ctx.name, "-", c.ordinal);
+  Json meta =
+      tmpl.contains("metadata") && tmpl["metadata"].is_object() ? tmpl["metadata"] : Json::object();
+  meta.erase("creationTimestamp");
+  meta["name"] = pod_name;
+  meta["namespace"] = ctx.ns;
+  if (!meta.contains("labels") || !meta["labels"].is_object()) meta["labels"] = Json::object();
+  meta["labels"][revision::kControllerRevisionHashLabel] = kube::Name(rev);
+  meta["labels"][kPodNameLabel] = pod_name;
+  meta["labels"][kPodIndexLabel] = std::to_string(c.ordinal);
+  meta["ownerReferences"] = Json::array({AstsOwnerRef(ctx.set, true)});
+  Json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : Json::object();
+  spec["hostname"] = pod_name;
+  if (auto svc = kube::GetString(ctx.set, {"spec", "serviceName"}); svc && !svc->empty()) {
+    spec["subdomain"] = *svc;
+  }
+  // PVCs first (an existing one is the pod's, as with a core StatefulSet), then the pod.
+  const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
+  if (vcts != nullptr && vcts->is_array() && !vcts->empty()) {
+    if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = Json::array();
+    Json claim_labels = Json::object();
+    if (const Json* ml = kube::FindPath(ctx.set, {"spec", "selector", "matchLabels"});
+        ml != nullptr && ml->is_object()) {
+      claim_labels = *ml;
+    }
+    for (const Json& vct : *vcts) {
+      const std::string vct_name = kube::Name(vct);
+      if (vct_name.empty()) continue;
+      const std::string claim = ClaimName(vct_name, ctx.name, c.ordinal);
+      Json volume = {{"name", vct_name}, {"persistentVolumeClaim", {{"claimName", claim}}}};
+      bool replaced = false;
+      for (Json& v : spec["volumes"]) {
+        if (v.is_object() && v.value("name", "") == vct_name) {
+          v = volume;
+          replaced = true;
+        }
+      }
+      if (!replaced) spec["volumes"].push_back(volume);
+      if (auto cached = inf_.pvcs->store().Get(ctx.ns, claim); cached != nullptr) {
+        if (kube::IsBeingDeleted(*cached)) {
+          return absl::UnavailableError(
+              absl::StrCat("pvc ", claim, " is being deleted; pod ", pod_name, " waits for it"));
+        }
+        continue;
+      }
+      Json pvc = {{"apiVersion", "v1"}, {"kind", "PersistentVolumeClaim"}};
+      Json pmeta = vct.contains("metadata") && vct["metadata"].is_object() ? vct["metadata"]
+                                                                           : Json::object();
+      pmeta.erase("creationTimestamp");
+      pmeta["name"] = claim;
+      pmeta["namespace"] = ctx.ns;
+      if (!pmeta.contains("labels") || !pmeta["labels"].is_object())
+        pmeta["labels"] = Json::object();
+      for (const auto& [k, v] : claim_labels.items()) pmeta["labels"][k] = v;
+      if (RetentionDeletes(ctx.set, "whenDeleted")) {
+        pmeta["ownerReferences"] = Json::array({AstsOwnerRef(ctx.set, false)});
+      }
+      pvc["metadata"] = std::move(pmeta);
+      pvc["spec"] = vct.contains("spec") ? vct["spec"] : Json::object();
+      auto made = client_->Create(res::PersistentVolumeClaims(), ctx.ns, pvc);
+      if (!made.ok() && !kube::IsAlreadyExists(made.status())) {
+        Event(ctx.set, true, "FailedCreate",
+              absl::StrCat("create Claim ", claim, " for Pod ", pod_name, " in StatefulSet ",
+                           ctx.name, " failed error: ", made.status().message()));
+        return made.status();
+      }
+      if (made.ok()) {
+        Event(ctx.set, false, "SuccessfulCreate",
+              absl::StrCat("create Claim ", claim, " Pod ", pod_name, " in StatefulSet ", ctx.name,
+                           " success"));
+      }
+    }
+  }
+  Json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", std::move(meta)},
+              {"spec", std::move(spec)}};
+  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+  auto made = client_->Create(res::Pods(), ctx.ns, pod);
+  if (made.ok()) {
+    Event(ctx.set, false, "SuccessfulCreate",
+          absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name, " successful"));
+    return absl::OkStatus();
+  }
+  if (kube::IsAlreadyExists(made.status())) {
+    // Deterministic names: someone made this pod already. Ours (the cache is behind): the
+    // expectation waits for the cache. Anyone else's: report it, never create again blindly.
+    auto existing = client_->Get(res::Pods(), ctx.ns, pod_name);
+    if (existing.ok()) {
+      auto owner = kube::ControllerOf(*existing);
+      if (owner.has_value() && owner->uid == kube::Uid(ctx.set)) return absl::OkStatus();
+    }
+    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    if (existing.ok()) {
+      Event(ctx.set, true, "FailedCreate",
+            absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
+                         " failed: a pod of that name exists and is not this set's"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("pod ", pod_name, " exists and is not owned by StatefulSet ", ctx.name));
+    }
+    return absl::AbortedError(absl::StrCat("pod ", pod_name, " came and went; retrying"));
+  }
+  scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+  Event(ctx.set, true, "FailedCreate",
+        absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
+                     " failed error: ", made.status().message()));
+  return made.status();
+}
+
+absl::Status AstsReconciler::DeletePod(Context& ctx, const Json& pod, bool condemned,
+                                       const std::string& why) {
+  kube::DeleteOptions del;
+  del.precondition_uid = kube::Uid(pod);
+  const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
+  if (condemned && RetentionDeletes(ctx.set, "whenScaled") && vcts != nullptr && vcts->is_array()) {
+    // The claims go with the pod: owned by it (and no longer by the set) before it is deleted,
+    // so the garbage collector removes them even if we stop right after.
+    const int ord = OrdinalOf(ctx.name, kube::Name(pod));
+    for (const Json& vct : *vcts) {
+      const std::string claim_name = ClaimName(kube::Name(vct), ctx.name, ord);
+      auto claim = inf_.pvcs->store().Get(ctx.ns, claim_name);
+      if (claim == nullptr || kube::IsBeingDeleted(*claim)) continue;
+      Json ops = ClaimOwnerOps(*claim, kube::Uid(ctx.set), PodOwnerRef(pod));
+      if (ops.empty()) continue;
+      auto st = client_->Patch(res::PersistentVolumeClaims(), ctx.ns, claim_name,
+                               kube::PatchType::kJson, ops);
+      if (!st.ok() && !kube::IsNotFound(st.status())) {
+        if (st.status().code() == absl::StatusCode::kInvalidArgument) {
+          return absl::AbortedError(absl::StrCat("pvc ", claim_name, " changed; retrying"));
+        }
+        return st.status();
+      }
+    }
+    del.propagation_policy = "Background";
+  }
+  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+  absl::Status st = client_->Delete(res::Pods(), ctx.ns, kube::Name(pod), del);
+  if (!st.ok()) {
+    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+    // Gone already, or another pod of that name now (uid precondition): nothing of ours to do.
+    if (kube::IsNotFound(st) || kube::IsConflict(st)) return absl::OkStatus();
+    Event(ctx.set, true, "FailedDelete",
+          absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name,
+                       " failed error: ", st.message()));
+    return st;
+  }
+  Event(ctx.set, false, "SuccessfulDelete",
+        absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name, " successful (",
+                     why, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
+  const std::string& policy = ctx.spec.pod_update_policy;
+  const std::string revision_of_pod =
+      kube::Label(pod, revision::kControllerRevisionHashLabel).value_or("");
+  if (policy == "InPlaceIfPossible" || policy == "InPlaceOnly") {
+    std::string why_not = "the pod's revision is no longer in the history";
+    std::optional<inplace::InPlaceUpdateSpec> update;
+    if (const Json* old = ctx.RevisionNamed(revision_of_pod); old != nullptr) {
+      update = inplace::CalculateInPlaceUpdate(revision::RevisionTemplate(*old),
+                                               revision::RevisionTemplate(ctx.update_revision),
+                                               ctx.update_revision_name, &why_not);
+    }
+    if (update.has_value()) {
+      Json current = pod;
+      if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
+        ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
+      }
+      inplace::InPlaceUpdatePatchOptions po;
+      po.grace_period_seconds =
+          static_cast<int>(kube::GetInt(ctx.set, {"spec", "updateStrategy", "rollingUpdate",
+                                                  "inPlaceUpdateStrategy", "gracePeriodSeconds"})
+                               .value_or(0));
+      po.labels = {{kAstsLifecycleLabel, "Updating"}};
+      po.annotations = {{kAstsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
+      auto patched = PatchPod(current, inplace::InPlaceUpdatePodOps(current, *update, po, ctx.now));
+      if (!patched.ok()) {
+        Event(ctx.set, true, "FailedUpdatePodInPlace",
+              absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
+                           ctx.update_revision_name, "): ", patched.status().message()));
+        return patched.status();
+      }
+      Event(ctx.set, false, "SuccessfulUpdatePodInPlace",
+            absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
+                         ctx.update_revision_name, ")"));
+      return absl::OkStatus();
+    }
+    if (policy == "InPlaceOnly") {
+      Event(ctx.set, true, "FailedUpdatePodInPlace",
+            absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (", why_not,
+                         ") and the podUpdatePolicy is InPlaceOnly"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pod ", kube::Name(pod), ": InPlaceOnly but cannot update in place: ", why_not));
+    }
+  }
+  return DeletePod(ctx, pod, /*condemned=*/false,
+                   absl::StrCat("update to revision ", ctx.update_revision_name));
+}
+
+absl::Status AstsReconciler::WriteStatus(Context& ctx) {
+  int64_t replicas = 0, ready = 0, available = 0, current = 0, updated = 0, updated_ready = 0,
+          updated_available = 0;
+  for (const AstsPod& v : ctx.views) {
+    if (v.terminating || v.ordinal < 0) continue;
+    ++replicas;
+    const bool is_ready = v.phase == "Running" && v.ready;
+    const bool is_available = IsAvailable(v, ctx.spec.min_ready_seconds, ctx.now);
+    ready += is_ready;
+    available += is_available;
+    if (v.revision == ctx.current_revision_name) ++current;
+    if (v.revision == ctx.update_revision_name) {
+      ++updated;
+      updated_ready += is_ready;
+      updated_available += is_available;
+    }
+  }
+  std::string current_rev = ctx.current_revision_name;
+  if (updated == replicas && replicas == ctx.spec.replicas) {
+    current_rev = ctx.update_revision_name;
+    current = updated;
+  }
+  Json status = {{"observedGeneration", kube::Generation(ctx.set)},
+                 {"replicas", replicas},
+                 {"readyReplicas", ready},
+                 {"availableReplicas", available},
+                 {"currentReplicas", current},
+                 {"updatedReplicas", updated},
+                 {"updatedReadyReplicas", updated_ready},
+                 {"updatedAvailableReplicas", updated_available},
+                 {"currentRevision", current_rev},
+                 {"updateRevision", ctx.update_revision_name},
+                 {"collisionCount", ctx.collision_count},
+                 {"labelSelector", ctx.selector.ToString()}};
+  // Conditions FailedScale / FailedUpdate while that step fails (message: the error), removed
+  // once it succeeds; other conditions are kept.
+  Json conditions = Json::array();
+  if (const Json* old = kube::FindPath(ctx.set, {"status", "conditions"});
+      old != nullptr && old->is_array()) {
+    conditions = *old;
+  }
+  const std::string now = kube::FormatRfc3339(ctx.now);
+  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
+                                         "FailedScale", &ctx.scale_result},
+                                     {"FailedUpdate", &ctx.update_result}}) {
+    if (!result->has_value()) continue;
+    auto it = std::find_if(conditions.begin(), conditions.end(), [&](const Json& c) {
+      return c.is_object() && c.value("type", "") == type;
+    });
+    if ((*result)->ok()) {
+      if (it != conditions.end()) conditions.erase(it);
+      continue;
+    }
+    Json c = {{"type", type},
+              {"status", "True"},
+              {"lastTransitionTime", now},
+              {"reason", type},
+              {"message", std::string((*result)->message())}};
+    if (it == conditions.end()) {
+      conditions.push_back(std::move(c));
+    } else if (it->value("message", "") != c["message"] || it->value("status", "") != "True") {
+      if (it->value("status", "") == "True") c["lastTransitionTime"] = (*it)["lastTransitionTime"];
+      *it = std::move(c);
+    }
+  }
+  if (!conditions.empty() || kube::FindPath(ctx.set, {"status", "conditions"}) != nullptr) {
+    status["conditions"] = conditions;
+  }
+  const Json* old = kube::FindPath(ctx.set, {"status"});
+  bool changed = old == nullptr || !old->is_object();
+  for (const auto& [k, v] : status.items()) {
+    if (changed) break;
+    if (!old->contains(k) || (*old)[k] != v) changed = true;
+  }
+  if (!changed) return absl::OkStatus();
+  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
+                {"status", status}};
+  auto st = client_->Patch(AdvancedStatefulSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch,
+                           "status");
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req) {
+  Context ctx;
+  ctx.key = req.Key();
+  ctx.ns = req.ns;
+  ctx.name = req.name;
+  ctx.now = opts_.clock->Now();
+  auto cached = inf_.statefulsets->store().Get(req.ns, req.name);
+  if (cached == nullptr) {
+    scale_expectations_.Delete(ctx.key);
+    return kube::Result{};
+  }
+  ctx.set = *cached;
+  if (!scale_expectations_.Satisfied(ctx.key)) {
+    return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
+  }
+  auto spec = ParseAstsSpec(ctx.set);
+  if (!spec.ok()) {
+    Event(ctx.set, true, "InvalidSpec", std::string(spec.status().message()));
+    return kube::TerminalError(spec.status());
+  }
+  ctx.spec = *std::move(spec);
+  if (auto numbers = ScaleNumbers(ctx.spec); !numbers.ok()) {
+    Event(ctx.set, true, "InvalidSpec", std::string(numbers.status().message()));
+    return kube::TerminalError(numbers.status());
+  }
+  const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
+  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
+    Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
+    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
+  }
+  ctx.selector = *std::move(selector);
+
+  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx));
+  if (kube::IsBeingDeleted(ctx.set)) return kube::Result{};
+  for (Json& p : claimed) {
+    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    auto view = ViewPod(p, ctx.name);
+    if (!view.ok()) {
+      Logger("statefulset")->warn("{}: {}", ctx.key, view.status().message());
+      continue;
+    }
+    // An in-place update counts as incomplete until Refresh sets the lifecycle back.
+    view->update_incomplete = view->lifecycle_state == "Updating";
+    if (view->ordinal >= 0) ctx.by_ordinal[view->ordinal] = ctx.pods.size();
+    ctx.views.push_back(*std::move(view));
+    ctx.pods.push_back(std::move(p));
+  }
+  ASSIGN_OR_RETURN(bool have_revision, SyncRevisions(ctx));
+  if (!have_revision) return kube::Result{absl::Seconds(1)};  // collision counted
+  ctx.current_revision_name = kube::GetString(ctx.set, {"status", "currentRevision"}).value_or("");
+  if (ctx.RevisionNamed(ctx.current_revision_name) == nullptr) {
+    ctx.current_revision_name = ctx.update_revision_name;
+  }
+
+  absl::Status step = SyncClaimOwners(ctx);
+  bool refreshed = false;
+  if (step.ok()) {
+    auto r = Refresh(ctx);
+    if (!r.ok()) step = r.status();
+    refreshed = r.ok() && *r;
+  }
+  if (step.ok() && !refreshed) {
+    auto run_scale = [&]() -> absl::StatusOr<ScalePlan> {
+      ASSIGN_OR_RETURN(ScalePlan plan,
+                       PlanScale(ctx.spec, ctx.views, ctx.update_revision_name, ctx.now));
+      ctx.Recheck(plan.recheck_after);
+      for (int ord : plan.remove) {
+        const Json& pod = ctx.pods[ctx.by_ordinal.at(ord)];
+        const std::vector<int> owned =
+            OwnedOrdinals(ctx.spec.replicas, ctx.spec.ordinals_start, ctx.spec.reserve_ordinals);
+        const bool condemned = std::find(owned.begin(), owned.end(), ord) == owned.end();
+        RETURN_IF_ERROR(
+            DeletePod(ctx, pod, condemned, condemned ? "scale down" : "pod failed or succeeded"));
+      }
+      for (const Creation& c : plan.create) RETURN_IF_ERROR(CreatePod(ctx, c));
+      return plan;
+    };
+    auto scale = run_scale();
+    ctx.scale_result = scale.status();
+    if (!scale.ok()) {
+      step = scale.status();
+    } else if (!scale->round_ends) {
+      auto run_update = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(UpdatePlan plan, PlanUpdate(ctx.spec, ctx.views, ctx.update_revision_name,
+                                                     *scale, ctx.now));
+        ctx.Recheck(plan.recheck_after);
+        for (int ord : plan.specified_delete) {
+          RETURN_IF_ERROR(DeletePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)], false,
+                                    "apps.kruise.io/specified-delete"));
+        }
+        for (int ord : plan.update)
+          RETURN_IF_ERROR(UpdatePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)]));
+        return absl::OkStatus();
+      };
+      ctx.update_result = run_update();
+      step = *ctx.update_result;
+    }
+  }
+  for (auto* result : {&ctx.scale_result, &ctx.update_result}) {
+    if (result->has_value() && (kube::IsConflict(**result) || kube::IsNotFound(**result) ||
+                                (*result)->code() == absl::StatusCode::kUnavailable)) {
+      result->reset();
+    }
+  }
+  if (absl::Status st = WriteStatus(ctx); !st.ok()) {
+    if (kube::IsConflict(st)) return kube::Result{absl::Seconds(1)};
+    return st;
+  }
+  // History beyond revisionHistoryLimit: revisions no pod uses, oldest first.
+  std::set<std::string> in_use = {ctx.update_revision_name, ctx.current_revision_name};
+  std::vector<std::string> names;
+  for (const AstsPod& v : ctx.views) in_use.insert(v.revision);
+  for (const Json& r : ctx.revisions) names.push_back(kube::Name(r));
+  const int limit =
+      static_cast<int>(kube::GetInt(ctx.set, {"spec", "revisionHistoryLimit"}).value_or(10));
+  for (const std::string& n : revision::RevisionsToPrune(names, limit, in_use)) {
+    absl::Status st = client_->Delete(res::ControllerRevisions(), ctx.ns, n);
+    if (!st.ok() && !kube::IsNotFound(st)) return st;
+  }
+  if (!step.ok()) {
+    if (kube::IsConflict(step) || kube::IsNotFound(step) ||
+        step.code() == absl::StatusCode::kUnavailable) {
+      return kube::Result{absl::Seconds(1)};
+    }
+    return step;
+  }
+  return kube::Result{ctx.recheck};
+}
+
+// ---- Controller group -------------------------------------------------------------------------
+
+std::vector<kube::InformerOptions> AstsInformerOptions() {
+  std::vector<kube::InformerOptions> out(4);
+  out[0].resource = AdvancedStatefulSets();
+  out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  out[1] = SharedInformers::PodOptions();
+  out[2].resource = res::ControllerRevisions();
+  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  out[3].resource = res::PersistentVolumeClaims();
+  // Looked up by name; only what the owner-reference bookkeeping needs.
+  out[3].transform =
+      kube::KeepOnlyMetadata({"uid", "labels", "ownerReferences", "deletionTimestamp"});
+  return out;
+}
+
+namespace {
+
+class StatefulSetGroup : public ControllerGroup {
+ public:
+  std::string Name() const override { return "statefulset"; }
+
+  absl::Status Register(const ControllerContext& ctx) override {
+    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
+      return absl::InvalidArgumentError("statefulset controller needs a client, manager and clock");
+    }
+    kube::ListOptions probe;
+    probe.limit = 1;
+    auto served = ctx.client->List(AdvancedStatefulSets(), "", probe);
+    if (!served.ok() && kube::IsNotFound(served.status())) {
+      Logger("statefulset")
+          ->warn("Advanced StatefulSet CRD is not served: StatefulSet controller off");
+      return absl::OkStatus();
+    }
+    std::vector<kube::InformerOptions> all = AstsInformerOptions();
+    auto make = [&](kube::InformerOptions o) {
+      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
+      ctx.manager->AddInformer(informers_.back().get());
+      return informers_.back().get();
+    };
+    AstsInformers inf;
+    inf.statefulsets = make(all[0]);
+    inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
+    inf.revisions = ctx.shared != nullptr
+                        ? ctx.shared->Named("controllerrevisions", [&] { return all[2]; })
+                        : make(all[2]);
+    inf.pvcs = ctx.shared != nullptr
+                   ? ctx.shared->Named("persistentvolumeclaims-metadata", [&] { return all[3]; })
+                   : make(all[3]);
+
+    AstsReconcilerOptions ro;
+    ro.clock = ctx.clock;
+    reconciler_ = std::make_unique<AstsReconciler>(ctx.client, inf, ctx.recorder, ro);
+    AstsReconciler* r = reconciler_.get();
+    r->ObserveThrough(inf.pods);
+    kube::ControllerOptions co;
+    co.clock = ctx.clock;
+    co.workers = ctx.workers("statefulset", 3);
+    controller_ = std::make_unique<kube::Controller>("statefulset", r, co);
+    controller_->Watch(inf.statefulsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.pods, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"),
+                       {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.revisions, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
+    // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
+    kube::Informer* sets = inf.statefulsets;
+    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
+                         std::vector<kube::Request> out;
+                         if (kube::HasController(pod)) return out;
+                         auto in_ns =
+                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
+                         if (!in_ns.ok()) return out;
+                         for (const auto& s : *in_ns) {
+                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
+                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(pod)) {
+                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
+                           }
+                         }
+                         return out;
+                       }));
+    ctx.manager->Add(controller_.get());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<AstsReconciler> reconciler_;
+  std::unique_ptr<kube::Controller> controller_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerGroup> NewStatefulSetControllerGroup() {
+  return std::make_unique<StatefulSetGroup>();
+}
+
+}  // namespace kruise::manager::statefulset

@@ -1,0 +1,136 @@
+#pragma once
+
+// The Advanced StatefulSet controller (apps.kruise.io/v1beta1 StatefulSet, issue 16; leader
+// only): a thin loop around the planners of asts_plan.h, the in-place engine (manager/inplace)
+// and revisions (manager/revision), shaped like the CloneSet controller.
+//
+// One reconcile of a StatefulSet:
+//   1. waits while a pod creation or deletion it made is not yet in the cache
+//      (kube::ScaleExpectations named per pod, keyed by the set) or a pod it patched is older in
+//      the cache than the patch (ResourceVersionExpectations);
+//   2. adopts pods of its namespace that match its selector and have no controller, and releases
+//      owned pods that no longer match (JSON patches guarded by resourceVersion);
+//   3. finds or creates the ControllerRevision of its template (`<name>-<hash>`, collisionCount
+//      on a clash) and prunes history beyond revisionHistoryLimit (default 10);
+//   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
+//      True; an in-place update's grace period that ran out applies its images; a completed
+//      in-place update gets InPlaceUpdateReady True and lifecycle state Normal. A round that
+//      changed a pod here ends (the pod's event brings the set back);
+//   5. scales (PlanScale): deletes Failed/Succeeded and condemned pods, creates missing ordinals:
+//      pod `<set>-<ordinal>` with labels controller-revision-hash,
+//      statefulset.kubernetes.io/pod-name and apps.kubernetes.io/pod-index, hostname and (with
+//      serviceName) subdomain, the controller owner reference; before it, one PVC per
+//      volumeClaimTemplate named `<vct>-<set>-<ordinal>` (an existing one is reused, as a core
+//      StatefulSet does), mounted as the volume of the template's name;
+//   6. updates (PlanUpdate, not when the scale step ended the round): pods labelled
+//      apps.kruise.io/specified-delete and pods to update under podUpdatePolicy ReCreate are
+//      deleted (recreated by a later round at their revision); InPlaceIfPossible/InPlaceOnly
+//      update in place when the engine allows it (InPlaceUpdateReady and Ready False, then one
+//      patch of the revision label, lifecycle state Updating, state annotation, metadata and
+//      images, or the grace annotation), InPlaceIfPossible deletes otherwise, InPlaceOnly reports
+//      FailedUpdate;
+//   7. writes status through the status subresource (merge patch carrying the resourceVersion it
+//      read, so a stale write is a 409 and the round is retried), only when it changed.
+// persistentVolumeClaimRetentionPolicy: whenDeleted Delete gives the set's PVCs an owner
+// reference to the set (Retain removes it), so deleting the set deletes them; whenScaled Delete
+// moves a condemned pod's PVCs' owner reference to that pod before deleting it (propagation
+// Background), so they go with it, also if this manager stops in between.
+//
+// Exactly once: pod names are deterministic, so a create answered 409 AlreadyExists is checked:
+// a pod of this set (the cache is behind) is waited for through the expectation, another
+// object's is reported (Warning FailedCreate) and never retried in a loop of creates; deletes
+// carry a uid precondition and a named delete expectation, so a stale cache never deletes a pod
+// twice; a new leader starts from the API server's state (informers) and the same names.
+//
+// Left out (documented in README): lifecycle hooks (preDelete/preNormal/inPlaceUpdate),
+// volumeClaimUpdateStrategy, status.volumeClaims, PVC reuse checks beyond the name, image
+// pre-download.
+//
+// Thread-safety: Reconcile may run concurrently for different StatefulSets.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "kube/client.h"
+#include "kube/controller.h"
+#include "kube/event_recorder.h"
+#include "kube/expectations.h"
+#include "kube/informer.h"
+#include "kube/object.h"
+#include "kube/resources.h"
+#include "manager/controller_group.h"
+#include "manager/statefulset/asts_plan.h"
+
+namespace kruise::manager::statefulset {
+
+// The Advanced StatefulSet resource (v1beta1, the stored version).
+inline kube::Resource AdvancedStatefulSets() {
+  return {kube::resources::kKruiseGroup, "v1beta1", "statefulsets", "StatefulSet", true};
+}
+
+inline constexpr char kPodNameLabel[] = "statefulset.kubernetes.io/pod-name";
+inline constexpr char kPodIndexLabel[] = "apps.kubernetes.io/pod-index";
+
+struct AstsReconcilerOptions {
+  Clock* clock = Clock::Real();
+  // Fallback re-check while waiting for expectations (events normally bring the set back).
+  absl::Duration expectation_recheck = absl::Seconds(10);
+};
+
+struct AstsInformers {
+  kube::Informer* statefulsets = nullptr;  // indexed by kube::kNamespaceIndex
+  kube::Informer* pods = nullptr;          // SharedInformers::PodOptions()
+  kube::Informer* revisions = nullptr;     // indexed by kube::kControllerUidIndex
+  kube::Informer* pvcs = nullptr;          // metadata only (AstsInformerOptions)
+};
+
+class AstsReconciler final : public kube::Reconciler {
+ public:
+  // Everything given must outlive the reconciler. `recorder` may be null.
+  AstsReconciler(kube::KubeClient* client, AstsInformers informers, kube::EventRecorder* recorder,
+                 AstsReconcilerOptions opts);
+  absl::StatusOr<kube::Result> Reconcile(const kube::Request& req) override;
+
+  // Feeds the expectations from the pod informer's events. Before the informer starts.
+  void ObserveThrough(kube::Informer* pods);
+
+ private:
+  struct Context;
+  void ObserveCreate(const kube::Json& obj);
+  void ObserveDelete(const kube::Json& obj);
+  absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
+  absl::StatusOr<bool> SyncRevisions(Context& ctx);
+  absl::StatusOr<bool> Refresh(Context& ctx);
+  absl::Status SyncClaimOwners(Context& ctx);
+  absl::Status CreatePod(Context& ctx, const Creation& c);
+  absl::Status DeletePod(Context& ctx, const kube::Json& pod, bool condemned,
+                         const std::string& why);
+  absl::Status UpdatePod(Context& ctx, const kube::Json& pod);
+  absl::Status WriteStatus(Context& ctx);
+  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
+                                      const std::string& subresource = "");
+  void Event(const kube::Json& set, bool warning, const std::string& reason,
+             const std::string& message);
+
+  kube::KubeClient* const client_;
+  const AstsInformers inf_;
+  kube::EventRecorder* const recorder_;
+  const AstsReconcilerOptions opts_;
+  kube::ScaleExpectations scale_expectations_;
+  kube::ResourceVersionExpectations rv_expectations_;
+};
+
+// The informers the controller reads, in AstsInformers' order (statefulsets, pods, revisions,
+// PVCs), with their transforms and indexes. Exposed for tests.
+std::vector<kube::InformerOptions> AstsInformerOptions();
+
+// The "statefulset" controller group: the informers above (pods and revisions through
+// SharedInformers when given), the reconciler, a kube::Controller with --statefulset-workers
+// (default 3). A no-op when the Advanced StatefulSet CRD is not served.
+std::unique_ptr<ControllerGroup> NewStatefulSetControllerGroup();
+
+}  // namespace kruise::manager::statefulset

@@ -1,0 +1,446 @@
+// Advanced StatefulSet controller against the fake API server: real REST client and informers,
+// fake clock; the test plays the kubelet and calls Reconcile itself, so every step is
+// deterministic. The fixture follows test/manager/cloneset/cloneset_controller_test.cc (its
+// helpers live in that file; the few used here are copied, adapted to ordinals).
+
+#include "manager/statefulset/asts_controller.h"
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kube/informer.h"
+#include "kube/object.h"
+#include "kube/rest_client.h"
+#include "manager/inplace/inplace_update.h"
+#include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/fake_clock.h"
+
+namespace kruise::manager::statefulset {
+namespace {
+
+using kube::Json;
+constexpr char kSets[] = "statefulsets.apps.kruise.io";
+constexpr char kRevisions[] = "controllerrevisions.apps";
+constexpr char kPvcs[] = "persistentvolumeclaims";
+
+class AstsControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    testing::FakeApiServerOptions so;
+    so.clock = &clock_;
+    server_ = std::make_unique<testing::FakeApiServer>(so);
+    server_->RegisterResource(
+        {"apps.kruise.io", "v1beta1", "statefulsets", "StatefulSet", true, true});
+    ASSERT_TRUE(server_->Start().ok());
+    kube::RestConfig cfg;
+    cfg.host = server_->base_url();
+    cfg.qps = 0;
+    auto client = kube::RestKubeClient::Create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    for (kube::InformerOptions& o : AstsInformerOptions()) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+    }
+    AstsInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
+                      informers_[3].get()};
+    AstsReconcilerOptions ro;
+    ro.clock = &clock_;
+    reconciler_ = std::make_unique<AstsReconciler>(client_.get(), inf, nullptr, ro);
+    reconciler_->ObserveThrough(inf.pods);
+    for (auto& i : informers_) i->Start();
+    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+  }
+
+  void TearDown() override {
+    for (auto& i : informers_) i->RequestStop();
+    for (auto& i : informers_) i->Stop();
+  }
+
+  static Json Template(const std::string& image, bool gate = false) {
+    Json t = {{"metadata", {{"labels", {{"app", "db"}}}}},
+              {"spec", {{"containers", {{{"name", "main"}, {"image", image}}}}}}};
+    if (gate) {
+      t["spec"]["readinessGates"] = {{{"conditionType", inplace::kInPlaceUpdateReadyCondition}}};
+    }
+    return t;
+  }
+
+  void CreateSet(int replicas, Json extra = Json::object(), bool gate = false) {
+    Json s = {{"apiVersion", "apps.kruise.io/v1beta1"},
+              {"kind", "StatefulSet"},
+              {"metadata", {{"name", "db"}, {"namespace", "default"}, {"generation", 1}}},
+              {"spec",
+               {{"replicas", replicas},
+                {"serviceName", "db-headless"},
+                {"selector", {{"matchLabels", {{"app", "db"}}}}},
+                {"template", Template("registry.local/db:v1", gate)}}}};
+    s["spec"].merge_patch(extra);
+    ASSERT_TRUE(server_->Seed(kSets, s).ok());
+  }
+
+  void PatchSpec(const Json& spec_patch) {
+    Json s = Set();
+    s["spec"].merge_patch(spec_patch);
+    s["metadata"]["generation"] = kube::Generation(s) + 1;
+    ASSERT_TRUE(server_->Put(kSets, s).ok());
+  }
+
+  // Waits until every informer holds what the server holds.
+  void Sync() {
+    const std::vector<std::string> names = {kSets, "pods", kRevisions, kPvcs};
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      bool same = true;
+      for (size_t i = 0; i < names.size() && same; ++i) {
+        std::vector<Json> objs = server_->List(names[i]);
+        for (const Json& o : objs) {
+          auto cached = informers_[i]->store().Get(kube::StoreKey(o));
+          if (cached == nullptr || kube::ResourceVersion(*cached) != kube::ResourceVersion(o)) {
+            same = false;
+          }
+        }
+        if (informers_[i]->store().size() != objs.size()) same = false;
+        if (!informers_[i]->HandlersCaughtUp()) same = false;
+      }
+      if (same) return;
+      absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
+    }
+    FAIL() << "informers did not catch up";
+  }
+
+  absl::StatusOr<kube::Result> RawReconcile(bool sync = true) {
+    if (sync) Sync();
+    return reconciler_->Reconcile({"default", "db"});
+  }
+  kube::Result Reconcile(bool sync = true) {
+    auto r = RawReconcile(sync);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : kube::Result{};
+  }
+
+  std::set<std::string> PodNames() {
+    std::set<std::string> out;
+    for (const Json& p : server_->List("pods", "default")) out.insert(kube::Name(p));
+    return out;
+  }
+  Json Pod(const std::string& name) { return *server_->Get("pods", "default", name); }
+  Json Set() { return *server_->Get(kSets, "default", "db"); }
+
+  // The kubelet: scheduled, running and ready (unless a gate condition says otherwise).
+  void MakeReady(const std::string& name) {
+    Json pod = Pod(name);
+    pod["spec"]["nodeName"] = "node-a";
+    Json& status = pod["status"];
+    status["phase"] = "Running";
+    Json conds = Json::array();
+    bool gates_ok = true;
+    if (status.contains("conditions")) {
+      for (const Json& c : status["conditions"]) {
+        if (c["type"] == "Ready") continue;
+        conds.push_back(c);
+        if (c["status"] != "True") gates_ok = false;
+      }
+    }
+    conds.push_back({{"type", "Ready"},
+                     {"status", gates_ok ? "True" : "False"},
+                     {"lastTransitionTime", kube::FormatRfc3339(clock_.Now())}});
+    status["conditions"] = conds;
+    if (!status.contains("containerStatuses")) {
+      status["containerStatuses"] = {
+          {{"name", "main"},
+           {"ready", true},
+           {"restartCount", 0},
+           {"image", pod["spec"]["containers"][0]["image"]},
+           {"imageID", "sha256:aaa"},
+           {"containerID", "containerd://" + name + "-0"},
+           {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}}};
+    }
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+  void MakeAllReady() {
+    for (const std::string& n : PodNames()) MakeReady(n);
+  }
+
+  // The kubelet restarts a container whose image changed.
+  void RestartChanged(const std::string& name) {
+    Json pod = Pod(name);
+    Json& cs = pod["status"]["containerStatuses"][0];
+    if (cs["image"] == pod["spec"]["containers"][0]["image"]) return;
+    cs["image"] = pod["spec"]["containers"][0]["image"];
+    cs["restartCount"] = cs["restartCount"].get<int>() + 1;
+    cs["containerID"] =
+        "containerd://" + name + "-" + std::to_string(cs["restartCount"].get<int>());
+    clock_.Advance(absl::Seconds(2));
+    cs["state"] = {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}};
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<testing::FakeApiServer> server_;
+  std::unique_ptr<kube::RestKubeClient> client_;
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<AstsReconciler> reconciler_;
+};
+
+using ::testing::ElementsAre;
+
+TEST_F(AstsControllerTest, OrderedReadyCreatesOneAtATimeWithIdentity) {
+  CreateSet(3);
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  Json pod = Pod("db-0");
+  EXPECT_EQ(pod["spec"]["hostname"], "db-0");
+  EXPECT_EQ(pod["spec"]["subdomain"], "db-headless");
+  EXPECT_EQ(kube::Label(pod, kPodNameLabel), "db-0");
+  EXPECT_EQ(kube::Label(pod, kPodIndexLabel), "0");
+  EXPECT_EQ(kube::Label(pod, "app"), "db");
+  auto owner = kube::ControllerOf(pod);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->uid, kube::Uid(Set()));
+  auto revisions = server_->List(kRevisions, "default");
+  ASSERT_EQ(revisions.size(), 1u);
+  EXPECT_EQ(kube::Label(pod, "controller-revision-hash"), kube::Name(revisions[0]));
+  EXPECT_THAT(kube::Name(revisions[0]), ::testing::StartsWith("db-"));
+
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0")) << "waits for db-0 to be ready";
+  MakeReady("db-0");
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1"));
+  MakeReady("db-1");
+  Reconcile();
+  MakeReady("db-2");
+  Reconcile();
+  Json status = Set()["status"];
+  EXPECT_EQ(status["replicas"], 3);
+  EXPECT_EQ(status["readyReplicas"], 3);
+  EXPECT_EQ(status["availableReplicas"], 3);
+  EXPECT_EQ(status["currentReplicas"], 3);
+  EXPECT_EQ(status["updatedReplicas"], 3);
+  EXPECT_EQ(status["updatedReadyReplicas"], 3);
+  EXPECT_EQ(status["updatedAvailableReplicas"], 3);
+  EXPECT_EQ(status["observedGeneration"], 1);
+  EXPECT_EQ(status["currentRevision"], status["updateRevision"]);
+  EXPECT_EQ(status["labelSelector"], "app=db");
+  EXPECT_EQ(status["collisionCount"], 0);
+}
+
+TEST_F(AstsControllerTest, ParallelScaleUpHonoursScaleMaxUnavailable) {
+  CreateSet(5, {{"podManagementPolicy", "Parallel"}, {"scaleStrategy", {{"maxUnavailable", 2}}}});
+  Reconcile();
+  EXPECT_EQ(PodNames().size(), 2u);
+  Reconcile();
+  EXPECT_EQ(PodNames().size(), 2u) << "two not ready: the budget is spent";
+  MakeAllReady();
+  Reconcile();
+  EXPECT_EQ(PodNames().size(), 4u);
+  MakeAllReady();
+  Reconcile();
+  EXPECT_EQ(PodNames().size(), 5u);
+}
+
+TEST_F(AstsControllerTest, ReserveOrdinalsAreSkipped) {
+  CreateSet(3, {{"podManagementPolicy", "Parallel"}, {"reserveOrdinals", {1}}});
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-2", "db-3"));
+  // Reserving an ordinal that has a pod condemns it; the next free one is created.
+  MakeAllReady();
+  PatchSpec({{"reserveOrdinals", {1, 2}}});
+  Reconcile();
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-3", "db-4"));
+}
+
+TEST_F(AstsControllerTest, PvcsCreatedFirstAndRetentionPolicy) {
+  CreateSet(2, {{"podManagementPolicy", "Parallel"},
+                {"persistentVolumeClaimRetentionPolicy",
+                 {{"whenScaled", "Delete"}, {"whenDeleted", "Delete"}}},
+                {"volumeClaimTemplates",
+                 {{{"metadata", {{"name", "data"}}},
+                   {"spec",
+                    {{"accessModes", {"ReadWriteOnce"}},
+                     {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}}});
+  Reconcile();
+  ASSERT_EQ(PodNames().size(), 2u);
+  for (const std::string ord : {"0", "1"}) {
+    auto pvc = server_->Get(kPvcs, "default", "data-db-" + ord);
+    ASSERT_TRUE(pvc.ok()) << ord;
+    EXPECT_EQ(kube::Label(*pvc, "app"), "db");
+    ASSERT_EQ(kube::OwnerReferences(*pvc).size(), 1u) << "whenDeleted Delete: owned by the set";
+    EXPECT_EQ(kube::OwnerReferences(*pvc)[0].uid, kube::Uid(Set()));
+    Json pod = Pod("db-" + ord);
+    bool mounted = false;
+    for (const Json& v : pod["spec"]["volumes"]) {
+      mounted |= v["name"] == "data" && v["persistentVolumeClaim"]["claimName"] == "data-db-" + ord;
+    }
+    EXPECT_TRUE(mounted) << ord;
+  }
+  MakeAllReady();
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_FALSE(server_->Get(kPvcs, "default", "data-db-1").ok())
+      << "whenScaled Delete: the condemned pod's claim goes with it";
+  EXPECT_TRUE(server_->Get(kPvcs, "default", "data-db-0").ok());
+
+  // whenDeleted Retain takes the set's reference away; whenScaled Retain keeps claims.
+  PatchSpec({{"replicas", 2},
+             {"persistentVolumeClaimRetentionPolicy",
+              {{"whenScaled", "Retain"}, {"whenDeleted", "Retain"}}}});
+  Reconcile();
+  Reconcile();
+  EXPECT_TRUE(kube::OwnerReferences(*server_->Get(kPvcs, "default", "data-db-0")).empty());
+  MakeAllReady();
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_TRUE(server_->Get(kPvcs, "default", "data-db-1").ok()) << "whenScaled Retain";
+}
+
+TEST_F(AstsControllerTest, ScaleDownHighestOrdinalFirst) {
+  CreateSet(3, {{"podManagementPolicy", "Parallel"}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  PatchSpec({{"replicas", 1}, {"podManagementPolicy", "OrderedReady"}});
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1"));
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  Reconcile();  // status counts what the cache holds when a round starts
+  EXPECT_EQ(Set()["status"]["replicas"], 1);
+}
+
+TEST_F(AstsControllerTest, ReCreateRollingUpdateWithPartition) {
+  CreateSet(3, {{"podManagementPolicy", "Parallel"}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  const std::string old_rev = Set()["status"]["currentRevision"];
+  const std::string old_uid0 = kube::Uid(Pod("db-0"));
+  PatchSpec({{"template", Template("registry.local/db:v2")},
+             {"updateStrategy", {{"rollingUpdate", {{"partition", 1}}}}}});
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1")) << "db-2 first, one at a time";
+  Reconcile();
+  ASSERT_THAT(PodNames(), ElementsAre("db-0", "db-1", "db-2"));
+  const std::string new_rev = Set()["status"]["updateRevision"];
+  EXPECT_NE(new_rev, old_rev);
+  EXPECT_EQ(kube::Label(Pod("db-2"), "controller-revision-hash"), new_rev);
+  EXPECT_EQ(Pod("db-2")["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1", "db-2")) << "db-2 not ready yet";
+  MakeReady("db-2");
+  Reconcile();
+  Reconcile();
+  MakeReady("db-1");
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(kube::Label(Pod("db-1"), "controller-revision-hash"), new_rev);
+  EXPECT_EQ(kube::Label(Pod("db-0"), "controller-revision-hash"), old_rev) << "partition 1";
+  EXPECT_EQ(kube::Uid(Pod("db-0")), old_uid0);
+  Json status = Set()["status"];
+  EXPECT_EQ(status["updatedReplicas"], 2);
+  EXPECT_EQ(status["currentReplicas"], 1);
+  EXPECT_EQ(status["currentRevision"], old_rev);
+}
+
+TEST_F(AstsControllerTest, InPlaceUpdateKeepsThePod) {
+  CreateSet(2,
+            {{"podManagementPolicy", "Parallel"},
+             {"updateStrategy", {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}}}}}},
+            /*gate=*/true);
+  Reconcile();
+  Reconcile();  // the gate's condition starts True
+  const Json* gate = nullptr;
+  Json pod = Pod("db-1");
+  for (const Json& c : pod["status"]["conditions"]) {
+    if (c["type"] == inplace::kInPlaceUpdateReadyCondition) gate = &c;
+  }
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ((*gate)["status"], "True");
+  MakeAllReady();
+  Reconcile();
+  const std::string uid1 = kube::Uid(Pod("db-1"));
+  PatchSpec({{"template", Template("registry.local/db:v2", true)}});
+  Reconcile();
+  pod = Pod("db-1");
+  EXPECT_EQ(kube::Uid(pod), uid1) << "same pod";
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  EXPECT_EQ(kube::Label(pod, "controller-revision-hash"), Set()["status"]["updateRevision"]);
+  EXPECT_EQ(kube::Label(pod, "lifecycle.apps.kruise.io/state"), "Updating");
+  EXPECT_EQ(kube::Label(Pod("db-0"), "controller-revision-hash"),
+            Set()["status"]["currentRevision"])
+      << "maxUnavailable 1: db-0 waits";
+  RestartChanged("db-1");
+  Reconcile();
+  pod = Pod("db-1");
+  EXPECT_EQ(kube::Label(pod, "lifecycle.apps.kruise.io/state"), "Normal");
+  for (const Json& c : pod["status"]["conditions"]) {
+    if (c["type"] == inplace::kInPlaceUpdateReadyCondition) {
+      EXPECT_EQ(c["status"], "True");
+    }
+  }
+  MakeReady("db-1");
+  Reconcile();
+  RestartChanged("db-0");
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  EXPECT_EQ(Pod("db-0")["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  Json status = Set()["status"];
+  EXPECT_EQ(status["updatedReadyReplicas"], 2);
+  EXPECT_EQ(status["currentRevision"], status["updateRevision"]);
+}
+
+TEST_F(AstsControllerTest, CreateAnswered409IsNotRetriedBlindly) {
+  // A pod of the set's name that is not the set's (no owner, other labels).
+  Json foreign = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "db-0"}, {"namespace", "default"}, {"labels", {{"app", "other"}}}}},
+      {"spec", {{"containers", {{{"name", "c"}, {"image", "x"}}}}}}};
+  ASSERT_TRUE(server_->Seed("pods", foreign).ok());
+  CreateSet(1);
+  auto r = RawReconcile();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 1);
+  EXPECT_EQ(PodNames().size(), 1u);
+  EXPECT_EQ(Set()["status"]["conditions"][0]["type"], "FailedScale");
+  EXPECT_THAT(Set()["status"]["conditions"][0]["message"].get<std::string>(),
+              ::testing::HasSubstr("not owned"));
+}
+
+TEST_F(AstsControllerTest, StaleCacheNeverCreatesOrDeletesTwice) {
+  CreateSet(2, {{"podManagementPolicy", "Parallel"}});
+  Reconcile();
+  Reconcile(/*sync=*/false);
+  Reconcile(/*sync=*/false);
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 2);
+  MakeAllReady();
+  Reconcile();
+  PatchSpec({{"replicas", 1}});
+  Sync();
+  Reconcile(false);
+  Reconcile(false);
+  EXPECT_EQ(server_->RequestCount("DELETE", "/pods/db-1"), 1);
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  // A new reconciler (a new leader) on the same state creates nothing new.
+  AstsReconcilerOptions ro;
+  ro.clock = &clock_;
+  AstsReconciler fresh(
+      client_.get(),
+      {informers_[0].get(), informers_[1].get(), informers_[2].get(), informers_[3].get()}, nullptr,
+      ro);
+  Sync();
+  ASSERT_TRUE(fresh.Reconcile({"default", "db"}).ok());
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 2);
+}
+
+}  // namespace
+}  // namespace kruise::manager::statefulset
