@@ -33,10 +33,9 @@ constexpr char kSurging[] = "Surging";  // deprecated alias of Standard with max
 constexpr int kDefaultBurstReplicas = 250;
 
 // The spec fields an UPDATE may change (see the header).
-constexpr const char* kMutableSpecFields[] = {"burstReplicas",   "template",
-                                              "lifecycle",       "updateStrategy",
-                                              "minReadySeconds", "revisionHistoryLimit",
-                                              "scaleStrategy"};
+constexpr const char* kMutableSpecFields[] = {
+    "burstReplicas",        "template",     "lifecycle", "updateStrategy", "minReadySeconds",
+    "revisionHistoryLimit", "scaleStrategy"};
 
 // SetDefaultsDaemonSet on a spec object.
 void DefaultSpec(Json* spec) {
@@ -90,19 +89,20 @@ void CheckRollingUpdate(const Json& ru, Problems* problems) {
   }
   if (const Json* type = Field(ru, "rollingUpdateType")) {
     const std::string t = type->is_string() ? type->get<std::string>() : "";
-    if (!type->is_string() || (!t.empty() && t != kStandard && t != kInPlaceIfPossible &&
-                               t != kSurging)) {
-      problems->Add(path + ".rollingUpdateType",
-                    absl::StrCat("Unsupported value: ", type->dump(), ": supported values: \"",
-                                 kStandard, "\", \"", kInPlaceIfPossible, "\", \"", kSurging,
-                                 "\""));
+    if (!type->is_string() ||
+        (!t.empty() && t != kStandard && t != kInPlaceIfPossible && t != kSurging)) {
+      problems->Add(
+          path + ".rollingUpdateType",
+          absl::StrCat("Unsupported value: ", type->dump(), ": supported values: \"", kStandard,
+                       "\", \"", kInPlaceIfPossible, "\", \"", kSurging, "\""));
     } else if (t == kInPlaceIfPossible && has_surge) {
       problems->Add(path + ".maxSurge", "Required value: must be 0 for InPlaceIfPossible type");
     } else if (t == kSurging && has_unavailable) {
       problems->Add(path + ".maxUnavailable", "Required value: must be 0 for Surging type");
     }
   }
-  if (const Json* partition = Field(ru, "partition"); partition != nullptr && !partition->is_null()) {
+  if (const Json* partition = Field(ru, "partition");
+      partition != nullptr && !partition->is_null()) {
     workload::IntOrPercent(*partition, 100, path + ".partition", problems);
   }
   if (const Json* sel = Field(ru, "selector"); sel != nullptr && !sel->is_null()) {

@@ -99,9 +99,10 @@ TEST(AdsAdmissionTest, DefaultsTable) {
 }
 
 TEST(AdsAdmissionTest, DefaultsNeverThrow) {
-  for (const char* raw : {R"(null)", R"([])", R"({"spec": 3})", R"({"spec": {"updateStrategy": 1}})",
-                          R"({"spec": {"updateStrategy": {"type": 5, "rollingUpdate": []}}})",
-                          R"({"spec": {"updateStrategy": {"rollingUpdate": "x"}}})"}) {
+  for (const char* raw :
+       {R"(null)", R"([])", R"({"spec": 3})", R"({"spec": {"updateStrategy": 1}})",
+        R"({"spec": {"updateStrategy": {"type": 5, "rollingUpdate": []}}})",
+        R"({"spec": {"updateStrategy": {"rollingUpdate": "x"}}})"}) {
     Json in = Json::parse(raw);
     Json out = DefaultAdvancedDaemonSet(in);
     (void)AdvancedDaemonSetProblems(out, nullptr);
@@ -155,7 +156,8 @@ TEST(AdsAdmissionTest, InvalidTable) {
   const Case cases[] = {
       {"bad name", R"({"metadata": {"name": "Agent_1"}})", "metadata.name"},
       {"no selector", R"({"spec": {"selector": null}})", "spec.selector: Required value"},
-      {"empty selector", R"({"spec": {"selector": {"matchLabels": null}}})", "empty selector is invalid for daemonset"},
+      {"empty selector", R"({"spec": {"selector": {"matchLabels": null}}})",
+       "empty selector is invalid for daemonset"},
       {"selector does not match labels", R"({"spec": {"selector": {"matchLabels": {"app": "x"}}}})",
        "spec.template.metadata.labels: Invalid value: `selector` does not match template `labels`"},
       {"no template", R"({"spec": {"template": null}})", "spec.template: Required value"},
@@ -218,13 +220,13 @@ TEST(AdsAdmissionTest, InvalidTable) {
       {"paused not a boolean",
        R"({"spec": {"updateStrategy": {"rollingUpdate": {"paused": "yes"}}}})",
        "spec.updateStrategy.rollingUpdate.paused"},
-      {"rollingUpdate not an object",
-       R"({"spec": {"updateStrategy": {"rollingUpdate": 3}}})",
+      {"rollingUpdate not an object", R"({"spec": {"updateStrategy": {"rollingUpdate": 3}}})",
        "spec.updateStrategy.rollingUpdate: Invalid value: must be an object"},
       {"inPlaceUpdate hook",
        R"({"spec": {"lifecycle": {"inPlaceUpdate": {"labelsHandler": {"a": "b"}}}}})",
        "spec.lifecycle.inPlaceUpdate: Forbidden: inPlaceUpdate hook has not supported yet"},
-      {"bad hook label", R"({"spec": {"lifecycle": {"preDelete": {"labelsHandler": {"a b": "c"}}}}})",
+      {"bad hook label",
+       R"({"spec": {"lifecycle": {"preDelete": {"labelsHandler": {"a b": "c"}}}}})",
        "spec.lifecycle.preDelete"},
       {"bad burstReplicas", R"({"spec": {"burstReplicas": "lots"}})",
        "spec.burstReplicas: Invalid value: \"lots\""},
@@ -238,7 +240,8 @@ TEST(AdsAdmissionTest, InvalidTable) {
     for (const std::string& p : problems) joined += p + "\n";
     EXPECT_THAT(joined, HasSubstr(c.want)) << c.name;
     // Defaulting first changes nothing about the verdict.
-    EXPECT_FALSE(AdvancedDaemonSetProblems(DefaultAdvancedDaemonSet(With(c.patch)), nullptr).empty())
+    EXPECT_FALSE(
+        AdvancedDaemonSetProblems(DefaultAdvancedDaemonSet(With(c.patch)), nullptr).empty())
         << c.name;
   }
 }
@@ -278,8 +281,9 @@ TEST(AdsAdmissionTest, UpdateRules) {
   EXPECT_THAT(AdvancedDaemonSetProblems(moved, &old_ds),
               ElementsAre("spec.selector: Invalid value: field is immutable"));
   Json extra = With(R"({"spec": {"someField": 1}})");
-  EXPECT_THAT(AdvancedDaemonSetProblems(extra, &old_ds),
-              ElementsAre(HasSubstr("spec: Forbidden: updates to daemonset spec for fields other")));
+  EXPECT_THAT(
+      AdvancedDaemonSetProblems(extra, &old_ds),
+      ElementsAre(HasSubstr("spec: Forbidden: updates to daemonset spec for fields other")));
   // The new object is validated too.
   Json bad = With(R"({"spec": {"minReadySeconds": -3}})");
   EXPECT_THAT(AdvancedDaemonSetProblems(bad, &old_ds), ElementsAre(HasSubstr("minReadySeconds")));
