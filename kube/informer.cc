@@ -180,6 +180,21 @@ void CompactPodForManager(Json& pod) {
   }
   if (const Json* p = FindPath(pod, {"status", "phase"}); p != nullptr && p->is_string()) {
     out["status"]["phase"] = *p;
+    // Readiness, for PodUnavailableBudget (manager/pub/pub_controller.h PodFactsOfCached): a
+    // Running pod's Ready condition only when it is not True (rare; a ready pod costs nothing).
+    if (p->get_ref<const std::string&>() == "Running") {
+      std::string ready;
+      if (const Json* conds = FindPath(pod, {"status", "conditions"});
+          conds != nullptr && conds->is_array()) {
+        for (const Json& c : *conds) {
+          if (c.is_object() && c.value("type", "") == "Ready") ready = c.value("status", "");
+        }
+      }
+      if (ready != "True") {
+        out["status"]["conditions"] =
+            Json::array({{{"type", "Ready"}, {"status", ready.empty() ? "Unknown" : ready}}});
+      }
+    }
   }
   pod = std::move(out);
 }

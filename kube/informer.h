@@ -81,7 +81,9 @@ void CompactPodForWorkloads(Json& pod);
 // keeps them; any other pod reduced to what
 // selectors and the SidecarSet controller's not-injected note need: metadata name, namespace, uid,
 // resourceVersion, labels, creationTimestamp and deletionTimestamp, of the annotations only
-// kruise.io/sidecarset-not-injected (that note), spec.nodeName, status.phase, and as
+// kruise.io/sidecarset-not-injected (that note), spec.nodeName, status.phase (for a Running pod
+// whose Ready condition is not True also that condition, type and status only: a Running stub
+// without one is ready; PodUnavailableBudget reads it), and as
 // ownerReferences only [{controller: true, kind}] (so kube::ControllerOf, which wants complete
 // references, finds none: use HasController). With full references 30k pods took 8 MiB more.
 void CompactPodForManager(Json& pod);

@@ -18,6 +18,7 @@
 #include "kube/rest_client.h"
 #include "manager/cloneset/cloneset_admission.h"
 #include "manager/cloneset/cloneset_controller.h"
+#include "manager/daemonset/ads_admission.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
@@ -181,6 +182,34 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
        {"/validate-apps-kruise-io-v1beta1-statefulset",
         "/validate-apps-kruise-io-v1alpha1-statefulset", "/validate-apps-kruise-io-statefulset"}) {
     registry->Register(p, validate_statefulset);
+  }
+  // Advanced DaemonSet: OpenKruise's defaults and checks (manager/daemonset/ads_admission.h).
+  // Always registered (OpenKruise has no gate for it). v1alpha1 and v1beta1 share one schema
+  // (conversion None), so one handler serves every version's path; deploy/ uses the v1beta1 one.
+  auto mutate_daemonset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+        return webhook::PatchResponse(req.object, daemonset::DefaultAdvancedDaemonSet(req.object));
+      });
+  auto validate_daemonset = std::make_shared<webhook::FuncHandler>(
+      [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
+        if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+        const bool update = req.operation == "UPDATE" && req.old_object.is_object();
+        absl::Status st = daemonset::ValidateAdvancedDaemonSet(
+            req.object, update ? &req.old_object : nullptr);
+        if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
+        return webhook::Allowed();
+      });
+  for (const char* p :
+       {"/mutate-apps-kruise-io-v1beta1-daemonset", "/mutate-apps-kruise-io-v1alpha1-daemonset",
+        "/mutate-apps-kruise-io-daemonset"}) {
+    registry->Register(p, mutate_daemonset);
+  }
+  for (const char* p :
+       {"/validate-apps-kruise-io-v1beta1-daemonset", "/validate-apps-kruise-io-v1alpha1-daemonset",
+        "/validate-apps-kruise-io-daemonset"}) {
+    registry->Register(p, validate_daemonset);
   }
   // SidecarSet: OpenKruise's defaults and checks (manager/sidecarset/sidecarset_admission.h).
   // Always registered (OpenKruise has no gate for it). v1alpha1 and v1beta1 share one schema

@@ -438,7 +438,10 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
                    {"uid", "rs-uid"},
                    {"controller", true}}}}}},
               {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "i"}}}}}},
-              {"status", {{"phase", "Running"}, {"podIP", "10.0.0.1"}}}};
+              {"status",
+               {{"phase", "Running"},
+                {"podIP", "10.0.0.1"},
+                {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
   Json compact = pod;
   CompactPodForManager(compact);
   EXPECT_EQ(compact, Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
@@ -449,6 +452,17 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
   EXPECT_TRUE(HasController(compact));
   EXPECT_FALSE(ControllerOf(compact).has_value());  // incomplete on purpose
   EXPECT_TRUE(ControllerUidIndexFunc()(compact).empty());
+  // A Running pod that is not ready keeps its Ready condition (PodUnavailableBudget reads it);
+  // without one it reads as Unknown.
+  Json unready = pod;
+  unready["status"]["conditions"][0]["status"] = "False";
+  CompactPodForManager(unready);
+  EXPECT_EQ(unready["status"],
+            Json::parse(R"({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]})"));
+  Json unknown = pod;
+  unknown["status"].erase("conditions");
+  CompactPodForManager(unknown);
+  EXPECT_EQ(unknown["status"]["conditions"][0]["status"], "Unknown");
 
   // Of the annotations, only the SidecarSet controller's not-injected note is kept.
   Json noted = pod;
