@@ -22,6 +22,8 @@
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
+#include "manager/pub/pub_controller.h"
+#include "manager/pub/pub_webhook.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
 #include "manager/sidecarset/sidecarset_controller.h"
@@ -49,6 +51,7 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
   groups.push_back(cloneset::NewCloneSetControllerGroup());  // CloneSet
   groups.push_back(statefulset::NewStatefulSetControllerGroup());  // Advanced StatefulSet
   groups.push_back(sidecarset::NewSidecarSetControllerGroup());  // SidecarSet
+  groups.push_back(pub::NewPubControllerGroup());  // PodUnavailableBudget
   return groups;
 }
 
@@ -424,6 +427,17 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     }
   }
   RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name, std::move(pod_mutators));
+  // PodUnavailableBudget: its webhooks (PUB validation, pod DELETE/UPDATE/eviction) read the PUBs
+  // from a cache fed by the informer its controller shares (attached below).
+  pub::PubCache pub_cache;
+  pub::PubHandlerOptions pub_opts;
+  pub_opts.pod_webhook = gates.Enabled("PodWebhook");
+  pub_opts.delete_gate = gates.Enabled("PodUnavailableBudgetDeleteGate");
+  pub_opts.update_gate = gates.Enabled("PodUnavailableBudgetUpdateGate");
+  pub_opts.manager_namespace = cfg.namespace_name;
+  pub_opts.clock = clock;
+  const bool pub_served =
+      pub::RegisterPubHandlers(&handlers, &pub_cache, client.get(), &pods, pub_opts);
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;
@@ -523,6 +537,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
           return sidecarset::SidecarSetRevisionInformerOptions(cfg.namespace_name);
         }));
   }
+  if (pub_served) pub_cache.Attach(shared.Named(pub::kPubInformer, &pub::PubInformerOptions));
   ControllerContext ctx;
   ctx.shared = &shared;
   ctx.client = client.get();

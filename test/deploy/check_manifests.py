@@ -145,7 +145,14 @@ WEBHOOK_PATHS = {
     "vcloneset.kb.io": "/validate-apps-kruise-io-v1alpha1-cloneset",
     "vsidecarset.kb.io": "/validate-apps-kruise-io-v1alpha1-sidecarset",
     "vstatefulset.kb.io": "/validate-apps-kruise-io-v1beta1-statefulset",
+    "vpod.kb.io": "/validate-pod",
+    "vpodeviction.kb.io": "/validate-pod",
+    "vpodunavailablebudget.kb.io": "/validate-policy-kruise-io-podunavailablebudget",
 }
+
+# The pod webhooks: one failurePolicy (Ignore by default, Fail in strict-pods), a short timeout and
+# the namespaces that must stay exempt (kube-system, our own).
+POD_WEBHOOKS = {"mpod.kb.io", "vpod.kb.io", "vpodeviction.kb.io"}
 
 
 def check_webhooks(objs, where, pod_policy):
@@ -171,7 +178,7 @@ def check_webhooks(objs, where, pod_policy):
             check(hook.get("sideEffects") == "None", f"{where}: {hname} sideEffects")
             check(hook.get("admissionReviewVersions") == ["v1", "v1beta1"], f"{where}: {hname} review versions")
             timeout = hook.get("timeoutSeconds", 10)
-            if hname == "mpod.kb.io":
+            if hname in POD_WEBHOOKS:
                 check(hook.get("failurePolicy") == pod_policy, f"{where}: pod webhook failurePolicy "
                       f"{hook.get('failurePolicy')} != {pod_policy}")
                 check(timeout <= 5, f"{where}: pod webhook timeout {timeout} > 5 s")
