@@ -199,8 +199,8 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
       [](const webhook::AdmissionRequest& req) -> webhook::AdmissionResponse {
         if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
         const bool update = req.operation == "UPDATE" && req.old_object.is_object();
-        absl::Status st = daemonset::ValidateAdvancedDaemonSet(
-            req.object, update ? &req.old_object : nullptr);
+        absl::Status st =
+            daemonset::ValidateAdvancedDaemonSet(req.object, update ? &req.old_object : nullptr);
         if (!st.ok()) return webhook::Denied(422, std::string(st.message()));
         return webhook::Allowed();
       });
