@@ -64,6 +64,15 @@ bool SidecarSetReconciler::FirstReport(const std::string& set, const std::string
   return pods.insert(pod_uid).second;
 }
 
+absl::StatusOr<std::optional<Json>> SidecarSetReconciler::PatchPlannedPod(
+    const Json& pod, const Json& ops, absl::FunctionRef<void(const absl::Status&)> report) {
+  auto patched = PatchPod(pod, ops);
+  if (patched.ok()) return std::optional<Json>(*std::move(patched));
+  if (kube::IsNotFound(patched.status())) return std::optional<Json>();
+  if (!kube::IsConflict(patched.status())) report(patched.status());
+  return patched.status();
+}
+
 absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json& ops,
                                                     const std::string& subresource) {
   auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
@@ -298,16 +307,15 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
       continue;
     }
     if (patch->ops.empty()) continue;
-    auto patched = PatchPod(pod, patch->ops);
+    auto patched = PatchPlannedPod(pod, patch->ops, [&](const absl::Status& st) {
+      PodEvent(pod, true, "ResetContainerFailed",
+               absl::StrCat("reset sidecar container image empty failed: ", st.message()));
+    });
     if (!patched.ok()) {
-      if (kube::IsNotFound(patched.status())) continue;
       failure = patched.status();
-      if (!kube::IsConflict(failure)) {
-        PodEvent(pod, true, "ResetContainerFailed",
-                 absl::StrCat("reset sidecar container image empty failed: ", failure.message()));
-      }
       break;
     }
+    if (!patched->has_value()) continue;  // gone
     PodEvent(pod, false, "ResetContainerSucceed",
              absl::StrCat("reset sidecar container(s) ", absl::StrJoin(patch->containers, ", "),
                           " image empty successfully (SidecarSet ", target->name, ")"));
@@ -329,21 +337,19 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
       continue;  // one bad pod does not stop the rollout
     }
     if (patch->ops.empty()) continue;
-    auto patched = PatchPod(pod, patch->ops);
+    auto patched = PatchPlannedPod(pod, patch->ops, [&](const absl::Status& st) {
+      Event(set, true, "FailedUpgradePod",
+            absl::StrCat("failed to upgrade pod ", kube::NamespacedName(pod), ": ", st.message()));
+    });
     if (!patched.ok()) {
-      if (kube::IsNotFound(patched.status())) continue;
       failure = patched.status();
-      if (!kube::IsConflict(failure)) {
-        Event(set, true, "FailedUpgradePod",
-              absl::StrCat("failed to upgrade pod ", kube::NamespacedName(pod), ": ",
-                           failure.message()));
-      }
       break;  // the plan was made on what is now stale: plan again
     }
+    if (!patched->has_value()) continue;  // gone
     upgraded.push_back(kube::NamespacedName(pod));
     containers.insert(patch->containers.begin(), patch->containers.end());
     // OpenKruise marks the pod upgradable once patched; on the pod the server returned.
-    failure = SetUpgradable(target->name, *patched, true, now);
+    failure = SetUpgradable(target->name, **patched, true, now);
   }
   if (!upgraded.empty()) {
     Event(set, false, "UpgradedPods",

@@ -49,10 +49,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
@@ -94,6 +96,12 @@ class SidecarSetReconciler final : public kube::Reconciler {
  private:
   absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
                                       const std::string& subresource = "");
+  // PatchPod for a pod a plan picked: the patched pod; nullopt when the pod is gone (skip it);
+  // an error otherwise (stop: the plan is stale), which `report` is given first unless it is a
+  // conflict (a requeue, not a failure worth an event).
+  absl::StatusOr<std::optional<kube::Json>> PatchPlannedPod(
+      const kube::Json& pod, const kube::Json& ops,
+      absl::FunctionRef<void(const absl::Status&)> report);
   // Writes `set_name`'s entry of the pod's SidecarSetUpgradable condition when it changes.
   absl::Status SetUpgradable(const std::string& set_name, const kube::Json& pod, bool upgradable,
                              absl::Time now);
