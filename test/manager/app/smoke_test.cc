@@ -307,14 +307,17 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
     auto cfg = server_.Get(res, "", name);
     bool crr_found = false;
     bool statefulset_found = false;  // the Advanced StatefulSet paths are served, so kept
+    bool daemonset_found = false;  // so are the Advanced DaemonSet ones
     for (const Json& w : (*cfg)["webhooks"]) {
       std::string url = w["clientConfig"].value("url", "");
       EXPECT_EQ(url.rfind(absl::StrCat("https://127.0.0.1:", webhook_port, "/"), 0), 0u) << url;
       if (url.find("containerrecreaterequest") != std::string::npos) crr_found = true;
       if (absl::EndsWith(url, "-v1beta1-statefulset")) statefulset_found = true;
+      if (absl::EndsWith(url, "-v1beta1-daemonset")) daemonset_found = true;
     }
     EXPECT_TRUE(crr_found) << name;
     EXPECT_TRUE(statefulset_found) << name;
+    EXPECT_TRUE(daemonset_found) << name;
   }
 
   // /readyz turns 200; /healthz is 200.
@@ -424,6 +427,25 @@ TEST_F(ManagerBinaryTest, StartsServesReadyLeadsAndReleasesOnSigterm) {
   EXPECT_EQ(no_gate.value("allowed", true), false) << no_gate.dump();
   EXPECT_NE(no_gate.dump().find("spec.template.spec.readinessGates"), std::string::npos)
       << no_gate.dump();
+
+  // Advanced DaemonSet: defaults as a JSON patch; maxSurge with InPlaceIfPossible is denied.
+  Json ads = {{"apiVersion", "apps.kruise.io/v1beta1"},
+              {"kind", "DaemonSet"},
+              {"metadata", {{"name", "agent"}, {"namespace", "default"}}},
+              {"spec",
+               {{"selector", {{"matchLabels", {{"app", "agent"}}}}},
+                {"template",
+                 {{"metadata", {{"labels", {{"app", "agent"}}}}},
+                  {"spec", {{"containers", {{{"name", "c"}, {"image", "busybox:1.35"}}}}}}}}}}};
+  Json ads_defaulted = review("/mutate-apps-kruise-io-v1beta1-daemonset", ads);
+  EXPECT_EQ(ads_defaulted.value("allowed", false), true) << ads_defaulted.dump();
+  EXPECT_EQ(ads_defaulted.value("patchType", ""), "JSONPatch") << ads_defaulted.dump();
+  ads["spec"]["updateStrategy"] = {
+      {"rollingUpdate", {{"rollingUpdateType", "InPlaceIfPossible"}, {"maxSurge", 1}}}};
+  Json surge_in_place = review("/validate-apps-kruise-io-v1beta1-daemonset", ads);
+  EXPECT_EQ(surge_in_place.value("allowed", true), false) << surge_in_place.dump();
+  EXPECT_NE(surge_in_place.dump().find("must be 0 for InPlaceIfPossible"), std::string::npos)
+      << surge_in_place.dump();
 
   // The Lease is held.
   std::string holder;
