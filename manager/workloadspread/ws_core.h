@@ -19,8 +19,9 @@
 // Adaptive; adaptive may only be set with type Adaptive, needs an unbounded last subset, and
 // rescheduleCriticalSeconds is in [0, 295 / (subsets - 1)] (1.x; 0.10 only asked for > 0, 0
 // means "never reschedule" in the controller either way). WorkloadSpreadWarnings (not refusals:
-// OpenKruise accepts them) flags a subset that can never get a pod, because an earlier subset's
-// required term is implied by its own and that subset has no maxReplicas.
+// OpenKruise accepts both, and has no overlap check) flags, with the Fixed strategy, the subsets
+// after one without maxReplicas (they never get a pod), and two subsets whose
+// requiredNodeSelectorTerms hold the same requirements (values in any order): the same nodes.
 //
 // Which pods (the webhook, on pod CREATE): an active pod (not Succeeded/Failed, not being
 // deleted) whose controller reference is a CloneSet, ReplicaSet, Job or StatefulSet
