@@ -40,28 +40,6 @@ std::string Idx(const std::string& path, size_t i) { return absl::StrCat(path, "
 
 // ---- Validation ---------------------------------------------------------------------------------
 
-void CheckScatterStrategy(const Json& ss, Problems* problems) {
-  const std::string path = "spec.updateStrategy.scatterStrategy";
-  if (!ss.is_array()) {
-    problems->Add(path, "must be a list of {key, value} terms");
-    return;
-  }
-  std::set<std::pair<std::string, std::string>> seen;
-  for (size_t i = 0; i < ss.size(); ++i) {
-    const std::string tpath = Idx(path, i);
-    auto key = kube::GetString(ss[i], {"key"});
-    auto value = kube::GetString(ss[i], {"value"});
-    if (!key || key->empty()) {
-      problems->Add(tpath + ".key", "Required value: key should not be empty");
-      continue;
-    }
-    if (!seen.emplace(*key, value.value_or("")).second) {
-      problems->Add(tpath, absl::StrCat("Duplicate value: duplicated key=", *key,
-                                        " value=", value.value_or("")));
-    }
-  }
-}
-
 void CheckUpdateStrategy(const Json& spec, int replicas, Problems* problems) {
   const Json* us = Field(spec, "updateStrategy");
   const Json empty = Json::object();
@@ -108,7 +86,9 @@ void CheckUpdateStrategy(const Json& spec, int replicas, Problems* problems) {
   if (const Json* ps = Field(strategy, "priorityStrategy")) {
     workload::CheckPriorityStrategy(*ps, "spec.updateStrategy.priorityStrategy", problems);
   }
-  if (const Json* ss = Field(strategy, "scatterStrategy")) CheckScatterStrategy(*ss, problems);
+  if (const Json* ss = Field(strategy, "scatterStrategy")) {
+    workload::CheckScatterStrategy(*ss, "spec.updateStrategy.scatterStrategy", problems);
+  }
   if (const Json* ips = Field(strategy, "inPlaceUpdateStrategy")) {
     workload::CheckInPlaceUpdateStrategy(*ips, "spec.updateStrategy.inPlaceUpdateStrategy",
                                          problems);

@@ -16,6 +16,7 @@
 #include "kube/field_errors.h"
 #include "kube/object.h"
 #include "kube/pod_defaults.h"
+#include "manager/workload/workload_admission.h"
 
 namespace kruise::manager::sidecarset {
 // Helpers in a named namespace, in case this library gains sibling sources that share its
@@ -73,6 +74,8 @@ void DefaultSidecar(Json* c, const char* inject_policy) {
 // ---- Validation helpers -------------------------------------------------------------------------
 
 using Problems = kube::FieldErrors;
+using workload::CheckBool;
+using workload::CheckEnum;
 
 // A value for a message; never throws (invalid UTF-8 is replaced).
 std::string Show(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -86,21 +89,6 @@ std::optional<std::string> NonEmptyString(const Json& obj, const char* key) {
     return std::nullopt;
   }
   return v->get<std::string>();
-}
-
-bool IsLowerAlnum(char c) {
-  return absl::ascii_islower(static_cast<unsigned char>(c)) ||
-         absl::ascii_isdigit(static_cast<unsigned char>(c));
-}
-
-bool IsDns1123Label(const std::string& s) {
-  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
-    return false;
-  }
-  for (char c : s) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
 }
 
 // Kubernetes' IsEnvVarName: [-._a-zA-Z][-._a-zA-Z0-9]*, not "." or "..", not starting with "..".
@@ -142,24 +130,6 @@ void CheckSelector(const Json* sel, const std::string& path, Problems* problems)
   }
 }
 
-// A string member that must be one of `allowed` when present and non-empty (empty reads as the
-// default). Returns the effective value ("" when absent or invalid).
-std::string CheckEnum(const Json& obj, const char* key, const std::string& path,
-                      std::initializer_list<const char*> allowed, Problems* problems) {
-  const Json* v = Field(obj, key);
-  if (v == nullptr || (v->is_string() && v->get_ref<const std::string&>().empty())) return "";
-  if (v->is_string()) {
-    for (const char* a : allowed) {
-      if (v->get_ref<const std::string&>() == a) return a;
-    }
-  }
-  std::vector<std::string> quoted;
-  for (const char* a : allowed) quoted.push_back(absl::StrCat("\"", a, "\""));
-  problems->Add(path, absl::StrCat("Unsupported value: ", Show(*v),
-                                   ": supported values: ", absl::StrJoin(quoted, ", ")));
-  return "";
-}
-
 // An optional object member; reports a non-object. nullptr when absent or not an object.
 const Json* OptionalObject(const Json& obj, const char* key, const std::string& path,
                            Problems* problems) {
@@ -184,38 +154,12 @@ const Json* OptionalList(const Json& obj, const char* key, const std::string& pa
   return v;
 }
 
-void CheckBool(const Json& obj, const char* key, const std::string& path, Problems* problems) {
-  const Json* v = Field(obj, key);
-  if (v != nullptr && !v->is_boolean()) problems->Add(path, "must be a boolean");
-}
 
 // An IntOrString that must be a non-negative integer or "N%" with 0 <= N <= 100; returns whether
 // it is non-zero (nullopt when invalid, reported).
 std::optional<bool> CheckIntOrPercent(const Json& v, const std::string& path, Problems* problems) {
-  auto scaled = v.is_number_integer() || v.is_string()
-                    ? kube::GetScaledValueFromIntOrPercent(v, 100, /*round_up=*/true)
-                    : absl::InvalidArgumentError("not an IntOrString");
-  if (!scaled.ok()) {
-    problems->Add(path, absl::StrCat("Invalid value: ", Show(v),
-                                     ": must be an integer or a percentage like \"20%\""));
-    return std::nullopt;
-  }
-  if (v.is_string()) {
-    const std::string& s = v.get_ref<const std::string&>();
-    int percent = 0;
-    if (!absl::SimpleAtoi(absl::string_view(s).substr(0, s.size() - 1), &percent) || percent < 0 ||
-        percent > 100) {
-      problems->Add(path, absl::StrCat("Invalid value: \"", s,
-                                       "\": a percentage must be between 0% and 100%"));
-      return std::nullopt;
-    }
-    return percent != 0;
-  }
-  if (*scaled < 0) {
-    problems->Add(path,
-                  absl::StrCat("Invalid value: ", Show(v), ": must be greater than or equal to 0"));
-    return std::nullopt;
-  }
+  std::optional<int> scaled = workload::IntOrPercent(v, 100, path, problems);
+  if (!scaled) return std::nullopt;
   return *scaled != 0;
 }
 
@@ -236,7 +180,7 @@ std::set<std::string> CheckVolumes(const Json& spec, Problems* problems) {
     auto name = NonEmptyString(v, "name");
     if (!name) {
       problems->Add(path + ".name", "Required value");
-    } else if (!IsDns1123Label(*name)) {
+    } else if (!workload::IsDnsLabel(*name)) {
       problems->Add(path + ".name",
                     absl::StrCat("Invalid value: \"", *name, "\": must be a DNS-1123 label"));
     } else if (!names.insert(*name).second) {
@@ -416,7 +360,7 @@ void CheckSidecars(const Json& spec, const char* key, bool init,
     auto name = NonEmptyString(c, "name");
     if (!name) {
       problems->Add(path + ".name", "Required value");
-    } else if (!IsDns1123Label(*name)) {
+    } else if (!workload::IsDnsLabel(*name)) {
       problems->Add(path + ".name",
                     absl::StrCat("Invalid value: \"", *name,
                                  "\": must be a DNS-1123 label (lower-case alphanumerics and '-', "
@@ -455,7 +399,7 @@ void CheckSidecars(const Json& spec, const char* key, bool init,
                         absl::StrCat("Invalid value: \"", *empty,
                                      "\": must differ from the sidecar's image"));
         }
-        if (name && IsDns1123Label(*name)) {
+        if (name && workload::IsDnsLabel(*name)) {
           if (name->size() > 61) {
             problems->Add(path + ".name",
                           absl::StrCat("Invalid value: \"", *name,
@@ -535,67 +479,17 @@ void CheckSidecars(const Json& spec, const char* key, bool init,
   }
 }
 
+// priorityStrategy and scatterStrategy: the rules every workload's update strategy shares.
 void CheckPriorityStrategy(const Json& us, Problems* problems) {
-  const std::string path = "spec.updateStrategy.priorityStrategy";
-  const Json* ps = OptionalObject(us, "priorityStrategy", path, problems);
-  if (ps == nullptr) return;
-  const Json* weight = OptionalList(*ps, "weightPriority", path + ".weightPriority", problems);
-  const Json* order = OptionalList(*ps, "orderPriority", path + ".orderPriority", problems);
-  if (weight != nullptr && order != nullptr && !weight->empty() && !order->empty()) {
-    problems->Add(path, "Invalid value: only one of weightPriority and orderPriority can be used");
-  }
-  if (weight != nullptr) {
-    for (size_t i = 0; i < weight->size(); ++i) {
-      const Json& term = (*weight)[i];
-      const std::string tpath = At(path + ".weightPriority", i);
-      const Json* w = Field(term, "weight");
-      if (w == nullptr || !w->is_number_integer() || w->get<int64_t>() < 0 ||
-          w->get<int64_t>() > 100) {
-        problems->Add(tpath + ".weight",
-                      "Invalid value: weight must be a number in the range 0-100");
-      }
-      const Json* sel = Field(term, "matchSelector");
-      if (sel == nullptr || !sel->is_object()) {
-        problems->Add(tpath + ".matchSelector", "Required value: selector can not be empty");
-        continue;
-      }
-      auto parsed = kube::LabelSelector::FromJson(*sel);
-      if (!parsed.ok()) {
-        problems->Add(tpath + ".matchSelector",
-                      absl::StrCat("Invalid value: ", parsed.status().message()));
-      } else if (parsed->matches_everything()) {
-        problems->Add(tpath + ".matchSelector", "Invalid value: selector can not be empty");
-      }
-    }
-  }
-  if (order != nullptr) {
-    for (size_t i = 0; i < order->size(); ++i) {
-      if (!NonEmptyString((*order)[i], "orderedKey")) {
-        problems->Add(At(path + ".orderPriority", i) + ".orderedKey",
-                      "Required value: order key can not be empty");
-      }
-    }
-  }
+  const Json* ps = Field(us, "priorityStrategy");
+  if (ps == nullptr || ps->is_null()) return;
+  workload::CheckPriorityStrategy(*ps, "spec.updateStrategy.priorityStrategy", problems);
 }
 
 void CheckScatterStrategy(const Json& us, Problems* problems) {
-  const std::string path = "spec.updateStrategy.scatterStrategy";
-  const Json* ss = OptionalList(us, "scatterStrategy", path, problems);
-  if (ss == nullptr) return;
-  std::set<std::pair<std::string, std::string>> seen;
-  for (size_t i = 0; i < ss->size(); ++i) {
-    const std::string tpath = At(path, i);
-    auto key = NonEmptyString((*ss)[i], "key");
-    auto value = kube::GetString((*ss)[i], {"value"});
-    if (!key) {
-      problems->Add(tpath + ".key", "Required value: key should not be empty");
-      continue;
-    }
-    if (!seen.emplace(*key, value.value_or("")).second) {
-      problems->Add(tpath, absl::StrCat("Duplicate value: duplicated key=", *key,
-                                        " value=", value.value_or("")));
-    }
-  }
+  const Json* ss = Field(us, "scatterStrategy");
+  if (ss == nullptr || ss->is_null()) return;
+  workload::CheckScatterStrategy(*ss, "spec.updateStrategy.scatterStrategy", problems);
 }
 
 // Returns the effective updateStrategy.type (RollingUpdate when absent).
@@ -975,7 +869,7 @@ std::vector<std::string> ProblemsOf(const nlohmann::json& ss, const nlohmann::js
   const kube::Json* ns = kube::Field(*spec, "namespace");
   const bool has_namespace =
       ns != nullptr && !(ns->is_string() && ns->get_ref<const std::string&>().empty());
-  if (has_namespace && (!ns->is_string() || !impl::IsDns1123Label(ns->get<std::string>()))) {
+  if (has_namespace && (!ns->is_string() || !workload::IsDnsLabel(ns->get<std::string>()))) {
     problems.Add("spec.namespace",
                  absl::StrCat("Invalid value: ", impl::Show(*ns), ": must be a namespace name"));
   }

@@ -193,15 +193,11 @@ void CheckUpdateStrategy(const Json& spec, bool parallel, Problems* problems) {
     problems->Add("spec.updateStrategy", "Invalid value: must be an object");
     return;
   }
-  std::string type = kRollingUpdate;
-  if (const Json* t = Field(*us, "type")) {
-    if (t->is_string() && !t->get_ref<const std::string&>().empty()) type = t->get<std::string>();
-    if (!t->is_string() || (type != kRollingUpdate && type != kOnDelete)) {
-      problems->Add("spec.updateStrategy.type",
-                    absl::StrCat("Unsupported value: ", t->dump(), ": supported values: \"",
-                                 kRollingUpdate, "\", \"", kOnDelete, "\""));
-      return;
-    }
+  std::string type = workload::CheckEnum(*us, "type", "spec.updateStrategy.type",
+                                         {kRollingUpdate, kOnDelete}, problems);
+  if (type.empty()) {
+    if (const Json* t = Field(*us, "type"); t != nullptr && *t != "") return;  // reported
+    type = kRollingUpdate;
   }
   const Json* ru = Field(*us, "rollingUpdate");
   if (ru == nullptr) return;

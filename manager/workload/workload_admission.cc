@@ -1,11 +1,15 @@
 #include "manager/workload/workload_admission.h"
 
+#include <set>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kube/pod_defaults.h"
 
 namespace kruise::manager::workload {
@@ -231,6 +235,24 @@ void CheckBool(const kube::Json& obj, const char* key, const std::string& path,
   if (v != nullptr && !v->is_boolean()) problems->Add(path, "Invalid value: must be a boolean");
 }
 
+std::string CheckEnum(const kube::Json& obj, const char* key, const std::string& path,
+                      std::initializer_list<const char*> allowed, kube::FieldErrors* problems) {
+  const Json* v = Field(obj, key);
+  if (v == nullptr || (v->is_string() && v->get_ref<const std::string&>().empty())) return "";
+  if (v->is_string()) {
+    for (const char* a : allowed) {
+      if (v->get_ref<const std::string&>() == a) return a;
+    }
+  }
+  std::vector<std::string> quoted;
+  for (const char* a : allowed) quoted.push_back(absl::StrCat("\"", a, "\""));
+  // A value for the message never throws: invalid UTF-8 is replaced.
+  problems->Add(path, absl::StrCat("Unsupported value: ",
+                                   v->dump(-1, ' ', false, Json::error_handler_t::replace),
+                                   ": supported values: ", absl::StrJoin(quoted, ", ")));
+  return "";
+}
+
 std::optional<int> IntOrPercent(const kube::Json& v, int total, const std::string& path,
                                 kube::FieldErrors* problems) {
   auto scaled = kube::GetScaledValueFromIntOrPercent(v, total, /*round_up=*/true);
@@ -452,6 +474,28 @@ void CheckPriorityStrategy(const kube::Json& ps, const std::string& path,
         problems->Add(Idx(path + ".orderPriority", i) + ".orderedKey",
                       "Required value: order key can not be empty");
       }
+    }
+  }
+}
+
+void CheckScatterStrategy(const kube::Json& ss, const std::string& path,
+                          kube::FieldErrors* problems) {
+  if (!ss.is_array()) {
+    problems->Add(path, "must be a list of {key, value} terms");
+    return;
+  }
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < ss.size(); ++i) {
+    const std::string tpath = Idx(path, i);
+    auto key = kube::GetString(ss[i], {"key"});
+    auto value = kube::GetString(ss[i], {"value"});
+    if (!key || key->empty()) {
+      problems->Add(tpath + ".key", "Required value: key should not be empty");
+      continue;
+    }
+    if (!seen.emplace(*key, value.value_or("")).second) {
+      problems->Add(tpath, absl::StrCat("Duplicate value: duplicated key=", *key,
+                                        " value=", value.value_or("")));
     }
   }
 }

@@ -31,6 +31,7 @@
 // never throws, whatever the JSON.
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
@@ -72,6 +73,12 @@ void CheckIntRange(const kube::Json& obj, const char* key, const std::string& pa
 void CheckBool(const kube::Json& obj, const char* key, const std::string& path,
                kube::FieldErrors* problems);
 
+// A string member that must be one of `allowed` when present and non-empty (empty reads as the
+// default). Returns the effective value: "" when absent, empty or invalid (reported as
+// "Unsupported value: ...: supported values: ...").
+std::string CheckEnum(const kube::Json& obj, const char* key, const std::string& path,
+                      std::initializer_list<const char*> allowed, kube::FieldErrors* problems);
+
 // An IntOrString that must be a non-negative integer or "N%" with 0 <= N <= 100. Returns its
 // value scaled against `total` (percentages rounded up), nullopt when invalid (reported).
 std::optional<int> IntOrPercent(const kube::Json& v, int total, const std::string& path,
@@ -107,6 +114,10 @@ void CheckLifecycle(const kube::Json& spec, kube::FieldErrors* problems);
 // valid}] or orderPriority [{orderedKey non-empty}], not both.
 void CheckPriorityStrategy(const kube::Json& ps, const std::string& path,
                            kube::FieldErrors* problems);
+
+// A scatterStrategy at `path`: a list of {key non-empty, value} without duplicate pairs.
+void CheckScatterStrategy(const kube::Json& ss, const std::string& path,
+                          kube::FieldErrors* problems);
 
 // An inPlaceUpdateStrategy at `path`: an object whose gracePeriodSeconds is >= 0.
 void CheckInPlaceUpdateStrategy(const kube::Json& ips, const std::string& path,

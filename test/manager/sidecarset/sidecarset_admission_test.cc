@@ -393,7 +393,7 @@ std::vector<Case> Cases() {
           "weightPriority": [{"weight": 101, "matchSelector": {"matchLabels": {"a": "b"}}}]}}}})",
        "weightPriority[0].weight: Invalid value"},
       {"paused not a boolean", R"({"spec": {"updateStrategy": {"paused": "yes"}}})",
-       "spec.updateStrategy.paused: must be a boolean"},
+       "spec.updateStrategy.paused: Invalid value: must be a boolean"},
 
       // Invalid: injectionStrategy.
       {"revision without name or version", R"({"spec": {"injectionStrategy": {"revision": {
