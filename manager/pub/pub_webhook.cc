@@ -220,66 +220,82 @@ AdmissionResponse PubPodValidator::Handle(const AdmissionRequest& req) {
     if (with_ns["metadata"].is_object()) with_ns["metadata"]["namespace"] = req.namespace_;
     pod = &with_ns;
   }
-  const PodFacts facts = PodFactsOf(*pod);
-  // Cheap exits before looking for the PUB (DecideDisruption says the same).
-  if (facts.no_protect || !facts.ready || !facts.consistent) return webhook::Allowed();
-  auto entry = cache_->Covering(*pod);
-  if (entry == nullptr) return webhook::Allowed();
-  return Spend(*entry, facts, op, dry_run);
+  const BudgetVerdict v = JudgeDisruption(*cache_, client_, opts_.clock, *pod, op, dry_run);
+  if (v.allowed) return webhook::Allowed();
+  return webhook::Denied(v.code, v.message,
+                         v.code == 403   ? "Forbidden"
+                         : v.code == 409 ? "Conflict"
+                                         : "");
 }
 
-AdmissionResponse PubPodValidator::Spend(const PubCache::Entry& entry, const PodFacts& facts,
-                                         Operation op, bool dry_run) {
-  Pub pub = *entry.pub;
+namespace {
+
+BudgetVerdict Deny(int code, std::string pub, std::string message) {
+  return {.allowed = false, .code = code, .pub = std::move(pub), .message = std::move(message)};
+}
+
+}  // namespace
+
+BudgetVerdict JudgeDisruption(const PubCache& cache, kube::KubeClient* client, Clock* clock,
+                              const Json& pod, Operation op, bool dry_run) {
+  const PodFacts facts = PodFactsOf(pod);
+  // Cheap exits before looking for the PUB (DecideDisruption says the same).
+  if (facts.no_protect || !facts.ready || !facts.consistent) return {};
+  auto entry = cache.Covering(pod);
+  if (entry == nullptr) return {};
+  Pub pub = *entry->pub;
   for (int attempt = 0; attempt <= kube::kConflictRetries; ++attempt) {
-    Decision d = DecideDisruption(pub, facts, op, dry_run, opts_.clock->Now());
-    if (!d.allowed) return webhook::Denied(403, d.message, "Forbidden");
-    if (!d.new_status) return webhook::Allowed();
+    Decision d = DecideDisruption(pub, facts, op, dry_run, clock->Now());
+    if (!d.allowed) return Deny(403, pub.name, d.message);
+    if (!d.new_status) return {.pub = pub.name};
     const Json status = d.new_status->ToJson();
     const char* map = op == Operation::kUpdate ? "unavailablePods" : "disruptedPods";
     Json patch = Json::array(
         {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", pub.resource_version}},
-         {{"op", "add"}, {"path", "/status/unavailableAllowed"},
+         {{"op", "add"},
+          {"path", "/status/unavailableAllowed"},
           {"value", status["unavailableAllowed"]}},
          {{"op", "add"}, {"path", absl::StrCat("/status/", map)}, {"value", status[map]}}});
-    auto written =
-        client_->Patch(PubResource(), pub.namespace_, pub.name, kube::PatchType::kJson, patch,
-                       "status");
+    auto written = client->Patch(PubResource(), pub.namespace_, pub.name, kube::PatchType::kJson,
+                                 patch, "status");
     if (written.ok()) {
-      Logger("pub")->info("{} of pod {}/{} allowed by PodUnavailableBudget {} (unavailableAllowed "
-                          "now {})",
-                          OperationName(op), pub.namespace_, facts.name, pub.name,
-                          d.new_status->unavailable_allowed);
-      return webhook::Allowed();
+      Logger("pub")->info(
+          "{} of pod {}/{} allowed by PodUnavailableBudget {} (unavailableAllowed "
+          "now {})",
+          OperationName(op), pub.namespace_, facts.name, pub.name,
+          d.new_status->unavailable_allowed);
+      return {.pub = pub.name};
     }
-    if (kube::IsNotFound(written.status())) return webhook::Allowed();
+    if (kube::IsNotFound(written.status())) return {};
     const bool maybe_conflict = kube::IsConflict(written.status()) ||
                                 written.status().code() == absl::StatusCode::kInvalidArgument;
     if (!maybe_conflict) {
-      return webhook::Denied(500, absl::StrCat("recording the ", OperationName(op), " of pod ",
-                                               facts.name, " in PodUnavailableBudget ", pub.name,
-                                               ": ", written.status().message()));
+      return Deny(
+          500, pub.name,
+          absl::StrCat("recording the ", OperationName(op), " of pod ", facts.name,
+                       " in PodUnavailableBudget ", pub.name, ": ", written.status().message()));
     }
-    auto fresh = client_->Get(PubResource(), pub.namespace_, pub.name);
+    auto fresh = client->Get(PubResource(), pub.namespace_, pub.name);
     if (!fresh.ok()) {
-      if (kube::IsNotFound(fresh.status())) return webhook::Allowed();
-      return webhook::Denied(500, absl::StrCat("re-reading PodUnavailableBudget ", pub.name, ": ",
-                                               fresh.status().message()));
+      if (kube::IsNotFound(fresh.status())) return {};
+      return Deny(500, pub.name,
+                  absl::StrCat("re-reading PodUnavailableBudget ", pub.name, ": ",
+                               fresh.status().message()));
     }
     if (kube::ResourceVersion(*fresh) == pub.resource_version) {
       // The test held: the patch itself was refused.
-      return webhook::Denied(500, absl::StrCat("recording the ", OperationName(op), " of pod ",
-                                               facts.name, " in PodUnavailableBudget ", pub.name,
-                                               ": ", written.status().message()));
+      return Deny(
+          500, pub.name,
+          absl::StrCat("recording the ", OperationName(op), " of pod ", facts.name,
+                       " in PodUnavailableBudget ", pub.name, ": ", written.status().message()));
     }
     auto parsed = ParsePub(*fresh);
-    if (!parsed.ok()) return webhook::Allowed();  // no longer a valid budget: guards nothing
+    if (!parsed.ok()) return {};  // no longer a valid budget: guards nothing
     pub = *std::move(parsed);
   }
-  return webhook::Denied(
-      409, absl::StrCat("PodUnavailableBudget ", pub.name,
-                        " changed too often while recording this pod: try again"),
-      "Conflict");
+  return Deny(409, pub.name,
+              absl::StrCat("PodUnavailableBudget ", pub.name,
+                           " changed too often while recording this pod: try again"));
 }
 
 bool RegisterPubHandlers(webhook::HandlerRegistry* registry, const PubCache* cache,

@@ -110,6 +110,20 @@ class PubValidatingHandler final : public webhook::Handler {
   bool enabled_;
 };
 
+// The budget check of one pod, shared by the /validate-pod handler and the controllers' gate
+// (PubDisruptionGate, pub_gate.h): the cheap exits (no-protect, not ready, not consistent), the
+// PUB guarding `pod` (PubCache::Covering; `pod` carries its namespace) and DecideDisruption,
+// recording the cost in the PUB's status as described at the top. Excluded namespaces are the
+// caller's business.
+struct BudgetVerdict {
+  bool allowed = true;
+  int code = 200;            // when denied: 403 (budget), 409 (conflicts), 500 (API error)
+  std::string pub = {};      // the PUB that decided; empty when none guards the pod
+  std::string message = {};  // why it is denied
+};
+BudgetVerdict JudgeDisruption(const PubCache& cache, kube::KubeClient* client, Clock* clock,
+                              const nlohmann::json& pod, Operation op, bool dry_run);
+
 struct PubPodValidatorOptions {
   Clock* clock = Clock::Real();
   bool guard_delete = true;   // PodUnavailableBudgetDeleteGate: DELETE and eviction
@@ -126,10 +140,6 @@ class PubPodValidator final : public webhook::Handler {
   webhook::AdmissionResponse Handle(const webhook::AdmissionRequest& request) override;
 
  private:
-  // Decides for `facts` under `entry`'s PUB and records the cost (see the top).
-  webhook::AdmissionResponse Spend(const PubCache::Entry& entry, const PodFacts& facts,
-                                   Operation op, bool dry_run);
-
   const PubCache* cache_;
   kube::KubeClient* client_;
   webhook::PodReader* pods_;
