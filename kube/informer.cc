@@ -126,6 +126,7 @@ void CompactPodForManager(Json& pod) {
   auto meta = pod.find("metadata");
   bool full = true;
   std::string controller_kind;
+  bool kruise_daemonset = false;
   if (meta != pod.end() && meta->is_object()) {
     auto refs = meta->find("ownerReferences");
     if (refs != meta->end() && refs->is_array()) {
@@ -136,6 +137,7 @@ void CompactPodForManager(Json& pod) {
         full = api_version.rfind("apps.kruise.io/", 0) == 0 &&
                (controller_kind == "CloneSet" || controller_kind == "StatefulSet" ||
                 controller_kind == "DaemonSet");
+        kruise_daemonset = full && controller_kind == "DaemonSet";
         break;
       }
     }
@@ -148,7 +150,21 @@ void CompactPodForManager(Json& pod) {
     }
   }
   if (full) {
+    // A DaemonSet pod not scheduled yet is for the node its required node affinity names (the
+    // controller must see it there, or it would create a second pod for that node).
+    Json target;
+    if (kruise_daemonset && GetString(pod, {"spec", "nodeName"}).value_or("").empty()) {
+      if (const Json* req = FindPath(pod, {"spec", "affinity", "nodeAffinity",
+                                           "requiredDuringSchedulingIgnoredDuringExecution"});
+          req != nullptr) {
+        target = *req;
+      }
+    }
     CompactPodForWorkloads(pod);
+    if (!target.is_null()) {
+      pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+          std::move(target);
+    }
     return;
   }
   Json out = Json::object();

@@ -78,7 +78,8 @@ void CompactPodForWorkloads(Json& pod);
 // is a Kruise workload (apps.kruise.io CloneSet, StatefulSet, DaemonSet), that have no controller
 // (adoption candidates) or that carry injected sidecars (annotation
 // kruise.io/sidecarset-injected-list, for the SidecarSet controller) as CompactPodForWorkloads
-// keeps them; any other pod reduced to what
+// keeps them (an apps.kruise.io DaemonSet's pod without spec.nodeName also keeps its required node
+// affinity, which names the node it is for); any other pod reduced to what
 // selectors and the SidecarSet controller's not-injected note need: metadata name, namespace, uid,
 // resourceVersion, labels, creationTimestamp and deletionTimestamp, of the annotations only
 // kruise.io/sidecarset-not-injected (that note), spec.nodeName, status.phase (for a Running pod

@@ -532,5 +532,30 @@ TEST(CompactPodForManagerTest, KruiseWorkloadPodsKeepWhatTheirControllersRead) {
   EXPECT_FALSE(HasController(orphan));
 }
 
+TEST(CompactPodForManagerTest, UnscheduledDaemonSetPodKeepsItsTargetNode) {
+  Json pod = Json::parse(R"({
+    "metadata": {"name": "d", "namespace": "ns", "uid": "u1",
+                 "ownerReferences": [{"apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+                                      "name": "ds", "uid": "ds-uid", "controller": true}]},
+    "spec": {"containers": [{"name": "c", "image": "i"}],
+             "affinity": {"podAntiAffinity": {"x": 1},
+                          "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [],
+                                           "requiredDuringSchedulingIgnoredDuringExecution": {
+                                             "nodeSelectorTerms": [{"matchFields": [
+                                               {"key": "metadata.name", "operator": "In",
+                                                "values": ["n1"]}]}]}}}}})");
+  Json compact = pod;
+  CompactPodForManager(compact);
+  EXPECT_EQ(compact["spec"]["affinity"],
+            Json({{"nodeAffinity",
+                   {{"requiredDuringSchedulingIgnoredDuringExecution",
+                     pod["spec"]["affinity"]["nodeAffinity"]
+                        ["requiredDuringSchedulingIgnoredDuringExecution"]}}}}));
+  // Once scheduled, spec.nodeName says it all.
+  pod["spec"]["nodeName"] = "n1";
+  CompactPodForManager(pod);
+  EXPECT_FALSE(pod["spec"].contains("affinity"));
+}
+
 }  // namespace
 }  // namespace kruise::kube
