@@ -1,0 +1,873 @@
+#include "manager/daemonset/ads_controller.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kube/errors.h"
+#include "kube/kruise_api.h"
+#include "manager/inplace/inplace_apply.h"
+#include "manager/inplace/inplace_update.h"
+#include "manager/revision/revision.h"
+
+namespace kruise::manager::daemonset {
+
+namespace res = kube::resources;
+
+namespace {
+
+// Names distinct from ads_plan.cc's and ads_admission.cc's file-local ones (unity builds).
+constexpr char kAdsLifecycleLabel[] = "lifecycle.apps.kruise.io/state";
+constexpr char kAdsLifecycleTimestamp[] = "lifecycle.apps.kruise.io/timestamp";
+constexpr char kAdsTemplateGenerationLabel[] = "pod-template-generation";
+
+bool IsAdsOwner(const kube::OwnerReference& owner) {
+  return owner.kind == "DaemonSet" && owner.api_version.rfind("apps.kruise.io/", 0) == 0;
+}
+
+std::string AdsOwnerKey(const Json& obj) {
+  auto owner = kube::ControllerOf(obj);
+  if (!owner.has_value() || !IsAdsOwner(*owner)) return "";
+  return absl::StrCat(kube::Namespace(obj), "/", owner->name);
+}
+
+Json AdsOwnerRef(const Json& set) {
+  return {{"apiVersion", set.value("apiVersion", "apps.kruise.io/v1beta1")},
+          {"kind", "DaemonSet"},
+          {"name", kube::Name(set)},
+          {"uid", kube::Uid(set)},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+// Kubernetes' rand.String alphabet (no vowels, no 0/1/3), as generateName uses.
+std::string AdsPodName(const std::string& set) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string name = set.substr(0, 57) + "-";
+  for (int i = 0; i < 5; ++i) name.push_back(kAlphabet[pick(rng)]);
+  return name;
+}
+
+// Kubernetes' ReplaceDaemonSetPodNodeNameNodeAffinity: the required node affinity becomes one
+// term naming the node (other required terms are dropped; preferred ones and pod affinities stay).
+void SetNodeAffinity(Json& spec, const std::string& node) {
+  Json requirement = {
+      {"key", "metadata.name"}, {"operator", "In"}, {"values", Json::array({node})}};
+  Json term = {{"matchFields", Json::array({requirement})}};
+  if (!spec.contains("affinity") || !spec["affinity"].is_object())
+    spec["affinity"] = Json::object();
+  Json& affinity = spec["affinity"];
+  if (!affinity.contains("nodeAffinity") || !affinity["nodeAffinity"].is_object()) {
+    affinity["nodeAffinity"] = Json::object();
+  }
+  affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+      {"nodeSelectorTerms", Json::array({term})}};
+}
+
+// AddOrUpdateDaemonPodTolerations: each daemon toleration replaces an identical one (dropping
+// its tolerationSeconds) or is appended.
+void AddDaemonTolerations(Json& spec) {
+  const bool host_network =
+      spec.value("hostNetwork", Json(false)).is_boolean() && spec.value("hostNetwork", false);
+  if (!spec.contains("tolerations") || !spec["tolerations"].is_array()) {
+    spec["tolerations"] = Json::array();
+  }
+  Json& tols = spec["tolerations"];
+  auto str = [](const Json& t, const char* k) {
+    return t.is_object() && t.contains(k) && t[k].is_string() ? t[k].get<std::string>() : "";
+  };
+  for (const Toleration& want : DaemonPodTolerations(host_network)) {
+    Json entry = {{"key", want.key}, {"operator", want.op}, {"effect", want.effect}};
+    bool replaced = false;
+    for (Json& t : tols) {
+      if (str(t, "key") == want.key && str(t, "operator") == want.op &&
+          str(t, "value") == want.value && str(t, "effect") == want.effect) {
+        t = entry;
+        replaced = true;
+      }
+    }
+    if (!replaced) tols.push_back(std::move(entry));
+  }
+}
+
+void AddReadinessGate(Json& spec, const std::string& type) {
+  if (!spec.contains("readinessGates") || !spec["readinessGates"].is_array()) {
+    spec["readinessGates"] = Json::array();
+  }
+  for (const Json& g : spec["readinessGates"]) {
+    if (g.is_object() && g.value("conditionType", "") == type) return;
+  }
+  spec["readinessGates"].push_back({{"conditionType", type}});
+}
+
+// The hash a ControllerRevision stands for: its controller-revision-hash label, else its name
+// without the "<set>-" prefix.
+std::string AdsRevisionHash(const Json& rev, const std::string& set) {
+  if (auto h = kube::Label(rev, revision::kControllerRevisionHashLabel); h && !h->empty()) {
+    return *h;
+  }
+  const std::string name = kube::Name(rev);
+  return name.rfind(set + "-", 0) == 0 ? name.substr(set.size() + 1) : name;
+}
+
+bool AdsRetryable(const absl::Status& st) {
+  return kube::IsConflict(st) || kube::IsNotFound(st) ||
+         st.code() == absl::StatusCode::kUnavailable;
+}
+
+}  // namespace
+
+struct AdsReconciler::Context {
+  Json set;
+  std::string key;
+  std::string ns;
+  std::string name;
+  AdsSpec spec;
+  DaemonPlacement placement;
+  kube::LabelSelector selector = kube::LabelSelector::Nothing();
+  std::vector<Json> pods;  // claimed pods, same order as views
+  std::vector<AdsPod> views;
+  std::map<std::string, size_t> by_name;  // pod name -> index
+  std::vector<NodeView> nodes;
+  std::vector<Json> revisions;  // oldest first
+  Json update_revision;
+  std::string update_hash;
+  std::map<std::string, Json> templates;  // revision hash -> pod template
+  int64_t collision_count = 0;
+  absl::Time now;
+  absl::Duration recheck = absl::ZeroDuration();
+  std::optional<absl::Status> scale_result;
+  std::optional<absl::Status> update_result;
+
+  void Recheck(absl::Duration d) {
+    if (d > absl::ZeroDuration() && (recheck == absl::ZeroDuration() || d < recheck)) recheck = d;
+  }
+  const Json* RevisionNamed(const std::string& n) const {
+    for (const Json& r : revisions) {
+      if (kube::Name(r) == n) return &r;
+    }
+    return nullptr;
+  }
+  const Json* PodNamed(const std::string& n) const {
+    auto it = by_name.find(n);
+    return it == by_name.end() ? nullptr : &pods[it->second];
+  }
+};
+
+AdsReconciler::AdsReconciler(kube::KubeClient* client, AdsInformers informers,
+                             kube::EventRecorder* recorder, AdsReconcilerOptions opts)
+    : client_(client),
+      inf_(informers),
+      recorder_(recorder),
+      opts_(opts),
+      scale_expectations_(opts.clock),
+      rv_expectations_(opts.clock) {}
+
+void AdsReconciler::ObserveThrough(kube::Informer* pods) {
+  pods->AddEventHandler({
+      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
+      .on_update =
+          [this](const Json&, const Json& obj) {
+            rv_expectations_.Observe(obj);
+            // A pod that turns terminating counts as deleted.
+            if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
+          },
+      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
+  });
+}
+
+void AdsReconciler::ObserveCreate(const Json& obj) {
+  const std::string key = AdsOwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
+  }
+}
+
+void AdsReconciler::ObserveDelete(const Json& obj) {
+  const std::string key = AdsOwnerKey(obj);
+  if (!key.empty()) {
+    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
+  }
+  rv_expectations_.Delete(kube::NamespacedName(obj));
+}
+
+void AdsReconciler::Event(const Json& set, bool warning, const std::string& reason,
+                          const std::string& message) {
+  if (recorder_ != nullptr) {
+    recorder_->Event(set, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
+                     message);
+  }
+}
+
+absl::StatusOr<Json> AdsReconciler::PatchPod(const Json& pod, const Json& ops,
+                                             const std::string& subresource) {
+  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
+                               kube::PatchType::kJson, ops, subresource);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
+    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
+    // bad patch by looking at the pod now.
+    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
+    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
+      return absl::AbortedError(
+          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; retrying"));
+    }
+  }
+  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
+  return patched;
+}
+
+absl::StatusOr<std::vector<Json>> AdsReconciler::ClaimPods(Context& ctx) {
+  std::vector<Json> out;
+  const std::string uid = kube::Uid(ctx.set);
+  std::set<std::string> seen;
+  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
+  for (const auto& p : owned) {
+    auto owner = kube::ControllerOf(*p);
+    if (!owner.has_value() || owner->uid != uid) continue;
+    seen.insert(kube::Name(*p));
+    if (ctx.selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
+      out.push_back(*p);
+      continue;
+    }
+    // Release: it no longer matches the selector.
+    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
+    const Json* refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
+    for (size_t i = 0; refs != nullptr && refs->is_array() && i < refs->size(); ++i) {
+      if ((*refs)[i].value("uid", "") == uid) {
+        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
+        break;
+      }
+    }
+    auto st = PatchPod(*p, ops);
+    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+    Event(ctx.set, false, "ReleasedPod",
+          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
+  }
+  if (kube::IsBeingDeleted(ctx.set)) return out;
+  ASSIGN_OR_RETURN(auto in_ns,
+                   inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex, ctx.ns));
+  for (const auto& p : in_ns) {
+    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
+        !ctx.selector.MatchesObject(*p)) {
+      continue;
+    }
+    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
+    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
+      ops.push_back(
+          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
+    }
+    ops.push_back(
+        {{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", AdsOwnerRef(ctx.set)}});
+    auto adopted = PatchPod(*p, ops);
+    if (!adopted.ok()) {
+      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
+      return adopted.status();
+    }
+    Event(ctx.set, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
+    out.push_back(*adopted);
+  }
+  return out;
+}
+
+absl::StatusOr<bool> AdsReconciler::SyncRevisions(Context& ctx) {
+  ASSIGN_OR_RETURN(auto owned,
+                   inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.set)));
+  for (const auto& r : owned) ctx.revisions.push_back(*r);
+  std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
+    return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
+  });
+  const Json* tmpl_ptr = kube::FindPath(ctx.set, {"spec", "template"});
+  const Json tmpl = tmpl_ptr != nullptr ? *tmpl_ptr : Json::object();
+  ctx.collision_count = kube::GetInt(ctx.set, {"status", "collisionCount"}).value_or(0);
+  std::optional<int32_t> collision;
+  if (ctx.collision_count > 0) collision = static_cast<int32_t>(ctx.collision_count);
+  const std::string hash = revision::TemplateHash(tmpl, collision);
+  const std::string name = revision::RevisionName(ctx.name, hash);
+  int64_t max_revision = 0;
+  for (const Json& r : ctx.revisions) {
+    max_revision = std::max<int64_t>(max_revision, kube::IntField(r, "revision", 0));
+  }
+  auto take = [&](const Json& r) {
+    ctx.update_revision = r;
+    ctx.update_hash = hash;
+    for (const Json& rev : ctx.revisions) {
+      ctx.templates[AdsRevisionHash(rev, ctx.name)] = revision::RevisionTemplate(rev);
+    }
+    return true;
+  };
+  if (const Json* r = ctx.RevisionNamed(name);
+      r != nullptr && revision::RevisionTemplate(*r) == tmpl) {
+    return take(*r);
+  }
+  Json fresh = revision::NewControllerRevision(ctx.set, tmpl, max_revision + 1, collision);
+  auto created = client_->Create(res::ControllerRevisions(), ctx.ns, fresh);
+  if (created.ok()) {
+    ctx.revisions.push_back(*created);
+    return take(*created);
+  }
+  if (!kube::IsAlreadyExists(created.status())) return created.status();
+  ASSIGN_OR_RETURN(Json existing, client_->Get(res::ControllerRevisions(), ctx.ns, name));
+  auto owner = kube::ControllerOf(existing);
+  if (revision::RevisionTemplate(existing) == tmpl && owner.has_value() &&
+      owner->uid == kube::Uid(ctx.set)) {
+    if (ctx.RevisionNamed(name) == nullptr) ctx.revisions.push_back(existing);  // cache behind
+    return take(existing);
+  }
+  // Someone else's revision under our name: count the collision and come back.
+  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
+                {"status", {{"collisionCount", ctx.collision_count + 1}}}};
+  RETURN_IF_ERROR(
+      client_
+          ->Patch(AdvancedDaemonSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch, "status")
+          .status());
+  return false;
+}
+
+absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
+  bool modified = false;
+  auto revision_template = [&ctx](const std::string& hash) -> std::optional<Json> {
+    auto it = ctx.templates.find(hash);
+    if (it == ctx.templates.end()) return std::nullopt;
+    return it->second;
+  };
+  for (size_t i = 0; i < ctx.pods.size(); ++i) {
+    const Json& pod = ctx.pods[i];
+    if (kube::IsBeingDeleted(pod)) continue;
+    // A new pod's gates start True: InPlaceUpdateReady (ours) and KruisePodReady (the pod
+    // webhook adds it to pods of Kruise workloads).
+    Json initial = inplace::InitialReadinessGateOps(
+        pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
+    if (!initial.empty()) {
+      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      modified = true;
+      continue;
+    }
+    if (ctx.views[i].lifecycle_state != "Updating") continue;
+    inplace::InPlaceUpdateCheck check =
+        inplace::CheckInPlaceUpdate(pod, /*grace_period_seconds=*/0, ctx.now, revision_template);
+    if (check.step != inplace::InPlaceUpdateCheck::Step::kCompleted) continue;
+    Json patched = pod;
+    if (!check.status_ops.empty()) {
+      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
+    }
+    Json ops = Json::array({inplace::TestResourceVersionOp(patched)});
+    inplace::AppendMapOps(patched, "/metadata/labels", {{kAdsLifecycleLabel, "Normal"}}, &ops);
+    RETURN_IF_ERROR(PatchPod(patched, ops).status());
+    Event(ctx.set, false, "InPlaceUpdateCompleted",
+          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+    modified = true;
+  }
+  return modified;
+}
+
+std::set<std::string> AdsReconciler::FailedBackoffNodes(Context& ctx) {
+  std::set<std::string> out;
+  absl::MutexLock lock(&backoff_mu_);
+  for (const AdsPod& v : ctx.views) {
+    if (v.phase != "Failed" || v.terminating || v.node.empty()) continue;
+    auto it = backoff_.find(absl::StrCat(kube::Uid(ctx.set), "/", v.node));
+    if (it == backoff_.end()) continue;
+    const absl::Duration since = ctx.now - it->second.last;
+    if (since < it->second.delay) {
+      out.insert(v.node);
+      ctx.Recheck(it->second.delay - since);
+    }
+  }
+  return out;
+}
+
+absl::Status AdsReconciler::CreatePods(Context& ctx, const std::vector<std::string>& nodes) {
+  // Slow start, as Kubernetes' syncNodes: batches of 1, 2, 4, ...; a batch with a failure ends
+  // the creations of this round.
+  size_t next = 0;
+  for (size_t batch = 1; next < nodes.size(); batch *= 2) {
+    absl::Status first_error;
+    const size_t end = std::min(nodes.size(), next + batch);
+    for (; next < end; ++next) {
+      absl::Status st = CreatePod(ctx, nodes[next]);
+      if (!st.ok() && first_error.ok()) first_error = st;
+    }
+    if (!first_error.ok()) return first_error;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdsReconciler::CreatePod(Context& ctx, const std::string& node) {
+  Json tmpl = revision::RevisionTemplate(ctx.update_revision);
+  if (!tmpl.is_object()) return absl::InternalError("revision without a template");
+  Json meta =
+      tmpl.contains("metadata") && tmpl["metadata"].is_object() ? tmpl["metadata"] : Json::object();
+  meta.erase("creationTimestamp");
+  meta["namespace"] = ctx.ns;
+  if (!meta.contains("labels") || !meta["labels"].is_object()) meta["labels"] = Json::object();
+  meta["labels"][revision::kControllerRevisionHashLabel] = ctx.update_hash;
+  if (ctx.spec.template_generation.has_value()) {
+    meta["labels"][kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
+  }
+  meta["labels"][kAdsLifecycleLabel] = "Normal";
+  meta["ownerReferences"] = Json::array({AdsOwnerRef(ctx.set)});
+  Json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : Json::object();
+  SetNodeAffinity(spec, node);
+  AddDaemonTolerations(spec);
+  if (ctx.spec.in_place_if_possible) AddReadinessGate(spec, inplace::kInPlaceUpdateReadyCondition);
+  Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
+  // Names are ours (not generateName) so the expectation is named before the request; a name
+  // already taken is drawn again.
+  absl::Status st;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string pod_name = AdsPodName(ctx.name);
+    pod["metadata"]["name"] = pod_name;
+    scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    auto made = client_->Create(res::Pods(), ctx.ns, pod);
+    if (made.ok()) {
+      Event(ctx.set, false, "SuccessfulCreate",
+            absl::StrCat("Created pod: ", pod_name, " for node ", node));
+      return absl::OkStatus();
+    }
+    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    st = made.status();
+    if (!kube::IsAlreadyExists(st)) break;
+  }
+  Event(ctx.set, true, "FailedCreate",
+        absl::StrCat("Error creating pod for node ", node, ": ", st.message()));
+  return st;
+}
+
+absl::Status AdsReconciler::DeletePod(Context& ctx, const Json& pod, const std::string& why) {
+  kube::DeleteOptions del;
+  del.precondition_uid = kube::Uid(pod);
+  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+  absl::Status st = client_->Delete(res::Pods(), ctx.ns, kube::Name(pod), del);
+  if (!st.ok()) {
+    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
+    // Gone already, or another pod of that name now (uid precondition): nothing of ours to do.
+    if (kube::IsNotFound(st) || kube::IsConflict(st)) return absl::OkStatus();
+    Event(ctx.set, true, "FailedDelete",
+          absl::StrCat("Error deleting pod ", kube::Name(pod), ": ", st.message()));
+    return st;
+  }
+  Event(ctx.set, false, "SuccessfulDelete",
+        absl::StrCat("Deleted pod: ", kube::Name(pod), " (", why, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status AdsReconciler::PrepareDelete(Context& ctx, const Json& pod) {
+  Json ops = Json::array({inplace::TestResourceVersionOp(pod)});
+  inplace::AppendMapOps(pod, "/metadata/labels", {{kAdsLifecycleLabel, "PreparingDelete"}}, &ops);
+  inplace::AppendMapOps(pod, "/metadata/annotations",
+                        {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}}, &ops);
+  auto st = PatchPod(pod, ops);
+  if (!st.ok()) {
+    if (kube::IsNotFound(st.status())) return absl::OkStatus();
+    return st.status();
+  }
+  Event(ctx.set, false, "PreparingDelete",
+        absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
+  return absl::OkStatus();
+}
+
+absl::Status AdsReconciler::ApplyDeletions(Context& ctx, const Deletions& deletions) {
+  for (const PodAction& a : deletions.prepare_delete) {
+    const Json* pod = ctx.PodNamed(a.pod);
+    if (pod != nullptr) RETURN_IF_ERROR(PrepareDelete(ctx, *pod));
+  }
+  for (const PodAction& a : deletions.remove) {
+    const Json* pod = ctx.PodNamed(a.pod);
+    if (pod == nullptr) continue;
+    std::string why;
+    switch (a.reason) {
+      case DeleteReason::kFailed: {
+        Event(ctx.set, true, "FailedDaemonPod",
+              absl::StrCat("Found failed daemon pod ", ctx.ns, "/", a.pod, " on node ", a.node,
+                           ", will try to kill it"));
+        absl::MutexLock lock(&backoff_mu_);
+        Backoff& b = backoff_[absl::StrCat(kube::Uid(ctx.set), "/", a.node)];
+        if (b.last == absl::Time() || ctx.now - b.last > 2 * opts_.failed_backoff_max) {
+          b.delay = opts_.failed_backoff_initial;
+        } else {
+          b.delay = std::min(b.delay * 2, opts_.failed_backoff_max);
+        }
+        b.last = ctx.now;
+        why = "failed";
+        break;
+      }
+      case DeleteReason::kPreparingDelete:
+        why = "preDelete hook released it";
+        break;
+      case DeleteReason::kExcess:
+        why = "more than one pod on the node";
+        break;
+      case DeleteReason::kNotEligible:
+        why = absl::StrCat("node ", a.node, " should not run it");
+        break;
+      case DeleteReason::kNodeGone:
+        why = absl::StrCat("node ", a.node, " does not exist");
+        break;
+      case DeleteReason::kUpdate:
+        why = absl::StrCat("update to revision ", ctx.update_hash);
+        break;
+    }
+    RETURN_IF_ERROR(DeletePod(ctx, *pod, why));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdsReconciler::UpdateInPlace(Context& ctx, const Json& pod,
+                                          const inplace::InPlaceUpdateSpec& update) {
+  Json current = pod;
+  if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
+    ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
+  }
+  inplace::InPlaceUpdatePatchOptions po;
+  po.labels = {{kAdsLifecycleLabel, "Updating"}};
+  if (ctx.spec.template_generation.has_value()) {
+    po.labels[kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
+  }
+  po.annotations = {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
+  auto patched = PatchPod(current, inplace::InPlaceUpdatePodOps(current, update, po, ctx.now));
+  if (!patched.ok()) {
+    Event(ctx.set, true, "FailedUpdatePodInPlace",
+          absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
+                       ctx.update_hash, "): ", patched.status().message()));
+    return patched.status();
+  }
+  Event(ctx.set, false, "SuccessfulUpdatePodInPlace",
+        absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
+                     ctx.update_hash, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status AdsReconciler::WriteStatus(Context& ctx) {
+  const StatusCounts c =
+      CountStatus(ctx.spec, ctx.placement, ctx.nodes, ctx.views, ctx.update_hash, ctx.now);
+  Json status = {{"observedGeneration", kube::Generation(ctx.set)},
+                 {"desiredNumberScheduled", c.desired_number_scheduled},
+                 {"currentNumberScheduled", c.current_number_scheduled},
+                 {"numberMisscheduled", c.number_misscheduled},
+                 {"numberReady", c.number_ready},
+                 {"numberAvailable", c.number_available},
+                 {"numberUnavailable", c.number_unavailable},
+                 {"updatedNumberScheduled", c.updated_number_scheduled},
+                 {"updateRevision", ctx.update_hash},
+                 {"daemonSetHash", ctx.update_hash},
+                 {"collisionCount", ctx.collision_count}};
+  // Conditions FailedScale / FailedUpdate while that step fails (message: the error), removed
+  // once it succeeds; other conditions are kept.
+  Json conditions = Json::array();
+  if (const Json* old = kube::FindPath(ctx.set, {"status", "conditions"});
+      old != nullptr && old->is_array()) {
+    conditions = *old;
+  }
+  const std::string now = kube::FormatRfc3339(ctx.now);
+  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
+                                         "FailedScale", &ctx.scale_result},
+                                     {"FailedUpdate", &ctx.update_result}}) {
+    if (!result->has_value()) continue;
+    auto it = std::find_if(conditions.begin(), conditions.end(), [&](const Json& cond) {
+      return cond.is_object() && cond.value("type", "") == type;
+    });
+    if ((*result)->ok()) {
+      if (it != conditions.end()) conditions.erase(it);
+      continue;
+    }
+    Json cond = {{"type", type},
+                 {"status", "True"},
+                 {"lastTransitionTime", now},
+                 {"reason", type},
+                 {"message", std::string((*result)->message())}};
+    if (it == conditions.end()) {
+      conditions.push_back(std::move(cond));
+    } else if (it->value("message", "") != cond["message"] || it->value("status", "") != "True") {
+      if (it->value("status", "") == "True") {
+        cond["lastTransitionTime"] = (*it)["lastTransitionTime"];
+      }
+      *it = std::move(cond);
+    }
+  }
+  if (!conditions.empty() || kube::FindPath(ctx.set, {"status", "conditions"}) != nullptr) {
+    status["conditions"] = conditions;
+  }
+  const Json* old = kube::FindPath(ctx.set, {"status"});
+  bool changed = old == nullptr || !old->is_object();
+  for (const auto& [k, v] : status.items()) {
+    if (changed) break;
+    if (!old->contains(k) || (*old)[k] != v) changed = true;
+  }
+  if (!changed) return absl::OkStatus();
+  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
+                {"status", status}};
+  auto st = client_->Patch(AdvancedDaemonSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch,
+                           "status");
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) {
+  Context ctx;
+  ctx.key = req.Key();
+  ctx.ns = req.ns;
+  ctx.name = req.name;
+  ctx.now = opts_.clock->Now();
+  auto cached = inf_.daemonsets->store().Get(req.ns, req.name);
+  if (cached == nullptr) {
+    scale_expectations_.Delete(ctx.key);
+    return kube::Result{};
+  }
+  ctx.set = *cached;
+  if (!scale_expectations_.Satisfied(ctx.key)) {
+    return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
+  }
+  auto invalid = [&](const absl::Status& st) -> absl::StatusOr<kube::Result> {
+    Event(ctx.set, true, "InvalidSpec", std::string(st.message()));
+    return kube::TerminalError(st);
+  };
+  auto spec = ParseAdsSpec(ctx.set);
+  if (!spec.ok()) return invalid(spec.status());
+  ctx.spec = *std::move(spec);
+  const Json* tmpl = kube::FindPath(ctx.set, {"spec", "template"});
+  auto placement = ParsePlacement(tmpl != nullptr ? *tmpl : Json::object());
+  if (!placement.ok()) return invalid(placement.status());
+  ctx.placement = *std::move(placement);
+  if (auto numbers = ScaleNumbers(ctx.spec, 1); !numbers.ok()) return invalid(numbers.status());
+  const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
+  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
+    Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
+    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
+  }
+  ctx.selector = *std::move(selector);
+
+  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx));
+  if (kube::IsBeingDeleted(ctx.set)) return kube::Result{};
+  for (Json& p : claimed) {
+    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    auto view = ViewPod(p);
+    if (!view.ok()) {
+      Logger("daemonset")->warn("{}: {}", ctx.key, view.status().message());
+      continue;
+    }
+    ctx.by_name[kube::Name(p)] = ctx.pods.size();
+    ctx.views.push_back(*std::move(view));
+    ctx.pods.push_back(std::move(p));
+  }
+  for (const auto& n : inf_.nodes->store().List()) ctx.nodes.push_back(ViewNode(*n));
+  std::sort(ctx.nodes.begin(), ctx.nodes.end(),
+            [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
+  ASSIGN_OR_RETURN(bool have_revision, SyncRevisions(ctx));
+  if (!have_revision) return kube::Result{absl::Seconds(1)};  // collision counted
+
+  absl::Status step;
+  auto refreshed = Refresh(ctx);
+  if (!refreshed.ok()) step = refreshed.status();
+  if (step.ok() && !*refreshed) {
+    auto run_scale = [&]() -> absl::StatusOr<bool> {
+      const std::set<std::string> backoff = FailedBackoffNodes(ctx);
+      ASSIGN_OR_RETURN(ScalePlan plan, PlanScale(ctx.spec, ctx.placement, ctx.nodes, ctx.views,
+                                                 ctx.update_hash, ctx.now, backoff));
+      ctx.Recheck(plan.recheck_after);
+      const bool acted = !plan.create.empty() || !plan.deletions.remove.empty() ||
+                         !plan.deletions.prepare_delete.empty();
+      RETURN_IF_ERROR(ApplyDeletions(ctx, plan.deletions));
+      RETURN_IF_ERROR(CreatePods(ctx, plan.create));
+      return acted;
+    };
+    auto scaled = run_scale();
+    ctx.scale_result = scaled.status();
+    if (!scaled.ok()) {
+      step = scaled.status();
+    } else if (!*scaled) {
+      auto run_update = [&]() -> absl::Status {
+        std::map<std::string, Json> none;
+        ASSIGN_OR_RETURN(UpdatePlan plan,
+                         PlanUpdate(ctx.spec, ctx.placement, ctx.nodes, ctx.views, ctx.update_hash,
+                                    ctx.spec.in_place_if_possible ? ctx.templates : none, ctx.now));
+        RETURN_IF_ERROR(ApplyDeletions(ctx, plan.deletions));
+        RETURN_IF_ERROR(CreatePods(ctx, plan.create));
+        for (const InPlaceAction& a : plan.in_place) {
+          const Json* pod = ctx.PodNamed(a.pod);
+          if (pod != nullptr) RETURN_IF_ERROR(UpdateInPlace(ctx, *pod, a.update));
+        }
+        return absl::OkStatus();
+      };
+      ctx.update_result = run_update();
+      step = *ctx.update_result;
+    }
+  }
+  for (auto* result : {&ctx.scale_result, &ctx.update_result}) {
+    if (result->has_value() && AdsRetryable(**result)) result->reset();
+  }
+  if (absl::Status st = WriteStatus(ctx); !st.ok()) {
+    if (kube::IsConflict(st)) return kube::Result{absl::Seconds(1)};
+    return st;
+  }
+  // History beyond revisionHistoryLimit: revisions no pod uses, oldest first.
+  std::set<std::string> in_use = {kube::Name(ctx.update_revision)};
+  std::vector<std::string> names;
+  for (const Json& r : ctx.revisions) {
+    names.push_back(kube::Name(r));
+    if (std::string h = AdsRevisionHash(r, ctx.name); std::any_of(
+            ctx.views.begin(), ctx.views.end(), [&](const AdsPod& v) { return v.revision == h; })) {
+      in_use.insert(kube::Name(r));
+    }
+  }
+  const int limit =
+      static_cast<int>(kube::GetInt(ctx.set, {"spec", "revisionHistoryLimit"}).value_or(10));
+  for (const std::string& n : revision::RevisionsToPrune(names, limit, in_use)) {
+    absl::Status st = client_->Delete(res::ControllerRevisions(), ctx.ns, n);
+    if (!st.ok() && !kube::IsNotFound(st)) return st;
+  }
+  if (!step.ok()) {
+    if (AdsRetryable(step)) return kube::Result{absl::Seconds(1)};
+    return step;
+  }
+  // A pod Ready but not yet available for minReadySeconds: no event will say when it is.
+  if (ctx.spec.min_ready_seconds > 0) {
+    for (const AdsPod& v : ctx.views) {
+      if (!v.terminating && v.ready && !IsAvailable(v, ctx.spec.min_ready_seconds, ctx.now) &&
+          v.ready_since != absl::InfinitePast()) {
+        ctx.Recheck(v.ready_since + absl::Seconds(ctx.spec.min_ready_seconds) - ctx.now);
+      }
+    }
+  }
+  return kube::Result{ctx.recheck};
+}
+
+// ---- Controller group -------------------------------------------------------------------------
+
+void CompactNodeForDaemonSets(Json& node) {
+  if (!node.is_object()) return;
+  Json out = Json::object();
+  for (const char* k : {"apiVersion", "kind"}) {
+    if (auto it = node.find(k); it != node.end()) out[k] = std::move(*it);
+  }
+  if (auto meta = node.find("metadata"); meta != node.end() && meta->is_object()) {
+    Json kept = Json::object();
+    for (const char* f : {"name", "uid", "resourceVersion", "labels", "creationTimestamp"}) {
+      if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    out["metadata"] = std::move(kept);
+  }
+  if (auto spec = node.find("spec"); spec != node.end() && spec->is_object()) {
+    Json kept = Json::object();
+    for (const char* f : {"taints", "unschedulable"}) {
+      if (auto it = spec->find(f); it != spec->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    out["spec"] = std::move(kept);
+  }
+  node = std::move(out);
+}
+
+std::vector<kube::InformerOptions> AdsInformerOptions() {
+  std::vector<kube::InformerOptions> out(4);
+  out[0].resource = AdvancedDaemonSets();
+  out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  out[1] = SharedInformers::PodOptions();
+  out[2].resource = res::ControllerRevisions();
+  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  out[3].resource = res::Nodes();
+  out[3].transform = CompactNodeForDaemonSets;
+  return out;
+}
+
+namespace {
+
+class DaemonSetGroup : public ControllerGroup {
+ public:
+  std::string Name() const override { return "daemonset"; }
+
+  absl::Status Register(const ControllerContext& ctx) override {
+    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
+      return absl::InvalidArgumentError("daemonset controller needs a client, manager and clock");
+    }
+    kube::ListOptions probe;
+    probe.limit = 1;
+    auto served = ctx.client->List(AdvancedDaemonSets(), "", probe);
+    if (!served.ok() && kube::IsNotFound(served.status())) {
+      Logger("daemonset")->warn("Advanced DaemonSet CRD is not served: DaemonSet controller off");
+      return absl::OkStatus();
+    }
+    std::vector<kube::InformerOptions> all = AdsInformerOptions();
+    auto make = [&](kube::InformerOptions o) {
+      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
+      ctx.manager->AddInformer(informers_.back().get());
+      return informers_.back().get();
+    };
+    AdsInformers inf;
+    inf.daemonsets = make(all[0]);
+    inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
+    inf.revisions = ctx.shared != nullptr
+                        ? ctx.shared->Named("controllerrevisions", [&] { return all[2]; })
+                        : make(all[2]);
+    inf.nodes = ctx.shared != nullptr
+                    ? ctx.shared->Named("nodes-scheduling", [&] { return all[3]; })
+                    : make(all[3]);
+
+    AdsReconcilerOptions ro;
+    ro.clock = ctx.clock;
+    reconciler_ = std::make_unique<AdsReconciler>(ctx.client, inf, ctx.recorder, ro);
+    AdsReconciler* r = reconciler_.get();
+    r->ObserveThrough(inf.pods);
+    kube::ControllerOptions co;
+    co.clock = ctx.clock;
+    co.workers = ctx.workers("daemonset", 3);
+    controller_ = std::make_unique<kube::Controller>("daemonset", r, co);
+    controller_->Watch(inf.daemonsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.pods, kube::EnqueueOwner("DaemonSet", true, "apps.kruise.io"),
+                       {kube::ResourceVersionChanged()});
+    controller_->Watch(inf.revisions, kube::EnqueueOwner("DaemonSet", true, "apps.kruise.io"));
+    kube::Informer* sets = inf.daemonsets;
+    // A node added, removed, or whose labels, taints or schedulability changed: every set.
+    kube::Predicate node_changed;
+    node_changed.update = [](const Json& old_obj, const Json& new_obj) {
+      return kube::Labels(old_obj) != kube::Labels(new_obj) ||
+             old_obj.value("spec", Json::object()) != new_obj.value("spec", Json::object());
+    };
+    controller_->Watch(inf.nodes, kube::EnqueueMapped([sets](const Json&) {
+                         std::vector<kube::Request> out;
+                         for (const auto& s : sets->store().List()) {
+                           out.push_back({kube::Namespace(*s), kube::Name(*s)});
+                         }
+                         return out;
+                       }),
+                       {node_changed});
+    // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
+    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
+                         std::vector<kube::Request> out;
+                         if (kube::HasController(pod)) return out;
+                         auto in_ns =
+                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
+                         if (!in_ns.ok()) return out;
+                         for (const auto& s : *in_ns) {
+                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
+                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(pod)) {
+                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
+                           }
+                         }
+                         return out;
+                       }));
+    ctx.manager->Add(controller_.get());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<AdsReconciler> reconciler_;
+  std::unique_ptr<kube::Controller> controller_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControllerGroup> NewDaemonSetControllerGroup() {
+  return std::make_unique<DaemonSetGroup>();
+}
+
+}  // namespace kruise::manager::daemonset

@@ -1,0 +1,498 @@
+// Advanced DaemonSet controller against the fake API server: real REST client and informers
+// (the manager's pod transform, the controller's node transform), fake clock; the test plays the
+// scheduler and the kubelet and calls Reconcile itself, so every step is deterministic. The
+// fixture follows test/manager/statefulset/asts_controller_test.cc.
+
+#include "manager/daemonset/ads_controller.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kube/informer.h"
+#include "kube/object.h"
+#include "kube/rest_client.h"
+#include "manager/inplace/inplace_update.h"
+#include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/fake_clock.h"
+
+namespace kruise::manager::daemonset {
+namespace {
+
+using kube::Json;
+using ::testing::ElementsAre;
+constexpr char kSets[] = "daemonsets.apps.kruise.io";
+constexpr char kRevisions[] = "controllerrevisions.apps";
+
+class AdsControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
+    testing::FakeApiServerOptions so;
+    so.clock = &clock_;
+    server_ = std::make_unique<testing::FakeApiServer>(so);
+    server_->RegisterResource({"apps.kruise.io", "v1beta1", "daemonsets", "DaemonSet", true, true});
+    ASSERT_TRUE(server_->Start().ok());
+    for (const std::string n : {"node-a", "node-b", "node-c"}) AddNode(n);
+    kube::RestConfig cfg;
+    cfg.host = server_->base_url();
+    cfg.qps = 0;
+    auto client = kube::RestKubeClient::Create(cfg);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+    for (kube::InformerOptions& o : AdsInformerOptions()) {
+      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+    }
+    reconciler_ = NewReconciler();
+    reconciler_->ObserveThrough(informers_[1].get());
+    for (auto& i : informers_) i->Start();
+    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+  }
+
+  void TearDown() override {
+    for (auto& i : informers_) i->RequestStop();
+    for (auto& i : informers_) i->Stop();
+  }
+
+  std::unique_ptr<AdsReconciler> NewReconciler() {
+    AdsInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
+                     informers_[3].get()};
+    AdsReconcilerOptions ro;
+    ro.clock = &clock_;
+    return std::make_unique<AdsReconciler>(client_.get(), inf, nullptr, ro);
+  }
+
+  void AddNode(const std::string& name, Json taints = Json::array()) {
+    Json node = {{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}},
+                 {"spec", {{"taints", taints}}},
+                 {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+    ASSERT_TRUE(server_->Seed("nodes", node).ok());
+  }
+  void SetTaints(const std::string& name, Json taints) {
+    Json node = *server_->Get("nodes", "", name);
+    node["spec"]["taints"] = std::move(taints);
+    ASSERT_TRUE(server_->Put("nodes", node).ok());
+  }
+
+  static Json Template(const std::string& image) {
+    return {{"metadata", {{"labels", {{"app", "agent"}}}}},
+            {"spec", {{"containers", {{{"name", "main"}, {"image", image}}}}}}};
+  }
+
+  void CreateSet(Json extra = Json::object()) {
+    Json s = {{"apiVersion", "apps.kruise.io/v1beta1"},
+              {"kind", "DaemonSet"},
+              {"metadata", {{"name", "agent"}, {"namespace", "default"}, {"generation", 1}}},
+              {"spec",
+               {{"selector", {{"matchLabels", {{"app", "agent"}}}}},
+                {"template", Template("registry.local/agent:v1")}}}};
+    s["spec"].merge_patch(extra);
+    ASSERT_TRUE(server_->Seed(kSets, s).ok());
+  }
+
+  void PatchSpec(const Json& spec_patch) {
+    Json s = Set();
+    s["spec"].merge_patch(spec_patch);
+    s["metadata"]["generation"] = kube::Generation(s) + 1;
+    ASSERT_TRUE(server_->Put(kSets, s).ok());
+  }
+
+  // Waits until every informer holds what the server holds.
+  void Sync() {
+    const std::vector<std::string> names = {kSets, "pods", kRevisions, "nodes"};
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      bool same = true;
+      for (size_t i = 0; i < names.size() && same; ++i) {
+        std::vector<Json> objs = server_->List(names[i]);
+        for (const Json& o : objs) {
+          auto cached = informers_[i]->store().Get(kube::StoreKey(o));
+          if (cached == nullptr || kube::ResourceVersion(*cached) != kube::ResourceVersion(o)) {
+            same = false;
+          }
+        }
+        if (informers_[i]->store().size() != objs.size()) same = false;
+        if (!informers_[i]->HandlersCaughtUp()) same = false;
+      }
+      if (same) return;
+      absl::SleepFor(absl::Milliseconds(2));  // polling the cache against a deadline
+    }
+    FAIL() << "informers did not catch up";
+  }
+
+  absl::StatusOr<kube::Result> RawReconcile(bool sync = true) {
+    if (sync) Sync();
+    return reconciler_->Reconcile({"default", "agent"});
+  }
+  kube::Result Reconcile(bool sync = true) {
+    auto r = RawReconcile(sync);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : kube::Result{};
+  }
+
+  std::vector<Json> Pods() { return server_->List("pods", "default"); }
+  // node -> pod names aimed at it (by the affinity the controller wrote).
+  std::map<std::string, std::vector<std::string>> PodsByNode() {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const Json& p : Pods()) out[TargetOf(p)].push_back(kube::Name(p));
+    return out;
+  }
+  static std::string TargetOf(const Json& pod) {
+    return pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+              ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0];
+  }
+  std::string PodOn(const std::string& node) {
+    auto by_node = PodsByNode();
+    EXPECT_EQ(by_node[node].size(), 1u) << node;
+    return by_node[node].empty() ? "" : by_node[node][0];
+  }
+  Json Pod(const std::string& name) { return *server_->Get("pods", "default", name); }
+  Json Set() { return *server_->Get(kSets, "default", "agent"); }
+
+  // The scheduler and the kubelet: bound to its node, running and ready (unless a gate condition
+  // says otherwise).
+  void MakeReady(const std::string& name) {
+    Json pod = Pod(name);
+    pod["spec"]["nodeName"] = TargetOf(pod);
+    Json& status = pod["status"];
+    status["phase"] = "Running";
+    Json conds = Json::array();
+    bool gates_ok = true;
+    if (status.contains("conditions")) {
+      for (const Json& c : status["conditions"]) {
+        if (c["type"] == "Ready") continue;
+        conds.push_back(c);
+        if (c["status"] != "True") gates_ok = false;
+      }
+    }
+    conds.push_back({{"type", "Ready"},
+                     {"status", gates_ok ? "True" : "False"},
+                     {"lastTransitionTime", kube::FormatRfc3339(clock_.Now())}});
+    status["conditions"] = conds;
+    if (!status.contains("containerStatuses")) {
+      status["containerStatuses"] = {
+          {{"name", "main"},
+           {"ready", true},
+           {"restartCount", 0},
+           {"image", pod["spec"]["containers"][0]["image"]},
+           {"imageID", "sha256:aaa"},
+           {"containerID", "containerd://" + name + "-0"},
+           {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}}};
+    }
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+  void MakeAllReady() {
+    for (const Json& p : Pods()) {
+      if (kube::GetString(p, {"status", "phase"}) != "Running") MakeReady(kube::Name(p));
+    }
+  }
+
+  // The kubelet restarts a container whose image changed.
+  void RestartChanged(const std::string& name) {
+    Json pod = Pod(name);
+    Json& cs = pod["status"]["containerStatuses"][0];
+    if (cs["image"] == pod["spec"]["containers"][0]["image"]) return;
+    cs["image"] = pod["spec"]["containers"][0]["image"];
+    cs["imageID"] = "sha256:bbb";
+    cs["restartCount"] = cs["restartCount"].get<int>() + 1;
+    cs["containerID"] =
+        "containerd://" + name + "-" + std::to_string(cs["restartCount"].get<int>());
+    clock_.Advance(absl::Seconds(2));
+    cs["state"] = {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}};
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+
+  std::string Revision(const Json& pod) {
+    return kube::Label(pod, "controller-revision-hash").value_or("");
+  }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<testing::FakeApiServer> server_;
+  std::unique_ptr<kube::RestKubeClient> client_;
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<AdsReconciler> reconciler_;
+};
+
+TEST_F(AdsControllerTest, OnePodPerEligibleNode) {
+  CreateSet();
+  Reconcile();
+  auto by_node = PodsByNode();
+  ASSERT_EQ(by_node.size(), 3u);
+  for (const std::string n : {"node-a", "node-b", "node-c"}) EXPECT_EQ(by_node[n].size(), 1u) << n;
+  auto revisions = server_->List(kRevisions, "default");
+  ASSERT_EQ(revisions.size(), 1u);
+  const std::string hash = kube::Label(revisions[0], "controller-revision-hash").value_or("");
+  EXPECT_EQ(kube::Name(revisions[0]), "agent-" + hash);
+  Json pod = Pods()[0];
+  EXPECT_EQ(Revision(pod), hash);
+  EXPECT_EQ(kube::Label(pod, "app"), "agent");
+  EXPECT_THAT(kube::Name(pod), ::testing::StartsWith("agent-"));
+  auto owner = kube::ControllerOf(pod);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->uid, kube::Uid(Set()));
+  EXPECT_EQ(owner->kind, "DaemonSet");
+  std::set<std::string> tolerated;
+  for (const Json& t : pod["spec"]["tolerations"]) tolerated.insert(t["key"].get<std::string>());
+  EXPECT_TRUE(tolerated.count("node.kubernetes.io/not-ready"));
+  EXPECT_TRUE(tolerated.count("node.kubernetes.io/unschedulable"));
+  EXPECT_FALSE(tolerated.count("node.kubernetes.io/network-unavailable")) << "no hostNetwork";
+  EXPECT_FALSE(pod["spec"].contains("readinessGates")) << "Standard: no InPlaceUpdateReady gate";
+
+  // A node added later gets its pod; nothing else changes.
+  MakeAllReady();
+  AddNode("node-d");
+  Reconcile();
+  by_node = PodsByNode();
+  EXPECT_EQ(by_node.size(), 4u);
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 4);
+}
+
+TEST_F(AdsControllerTest, TaintsKeepOrRemovePods) {
+  SetTaints("node-c", {{{"key", "dedicated"}, {"value", "db"}, {"effect", "NoSchedule"}}});
+  CreateSet();
+  Reconcile();
+  auto by_node = PodsByNode();
+  EXPECT_EQ(by_node.count("node-c"), 0u) << "NoSchedule taint not tolerated: no pod";
+  EXPECT_EQ(by_node.size(), 2u);
+  MakeAllReady();
+  // A NoSchedule taint on a node that runs a pod keeps it; NoExecute removes it.
+  SetTaints("node-b", {{{"key", "maintenance"}, {"effect", "NoSchedule"}}});
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-b"), 1u);
+  SetTaints("node-a", {{{"key", "maintenance"}, {"effect", "NoExecute"}}});
+  Reconcile();
+  by_node = PodsByNode();
+  EXPECT_EQ(by_node.count("node-a"), 0u) << "NoExecute taint: pod removed";
+  EXPECT_EQ(by_node.count("node-b"), 1u);
+  Reconcile();
+  Json status = Set()["status"];
+  EXPECT_EQ(status["desiredNumberScheduled"], 0) << "no node is free of untolerated taints";
+  EXPECT_EQ(status["numberMisscheduled"], 1) << "node-b still runs one";
+  // A template toleration lets pods back on.
+  PatchSpec({{"template",
+              {{"spec", {{"tolerations", {{{"key", "maintenance"}, {"operator", "Exists"}}}}}}}}});
+  Reconcile();
+  by_node = PodsByNode();
+  EXPECT_EQ(by_node.count("node-a"), 1u);
+  EXPECT_EQ(by_node.count("node-c"), 0u);
+}
+
+TEST_F(AdsControllerTest, BurstReplicasCapsCreationsPerRound) {
+  CreateSet({{"burstReplicas", 1}});
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 1u);
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 2u);
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 3u);
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 3u);
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 3);
+}
+
+TEST_F(AdsControllerTest, StandardRollingUpdateWithMaxUnavailableAndPartition) {
+  CreateSet({{"updateStrategy",
+              {{"type", "RollingUpdate"},
+               {"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  const std::string old_rev = Set()["status"]["updateRevision"];
+  const std::string pod_a = PodOn("node-a");
+  PatchSpec({{"template", Template("registry.local/agent:v2")},
+             {"updateStrategy", {{"rollingUpdate", {{"partition", 1}}}}}});
+  Reconcile();
+  const std::string new_rev = Set()["status"]["updateRevision"];
+  EXPECT_NE(new_rev, old_rev);
+  EXPECT_EQ(PodsByNode().count("node-c"), 0u) << "node-c (highest name) first: deleted";
+  EXPECT_EQ(Pods().size(), 2u) << "maxUnavailable 1";
+  Reconcile();
+  ASSERT_EQ(PodsByNode().count("node-c"), 1u);
+  const std::string pod_c = PodOn("node-c");
+  EXPECT_EQ(Revision(Pod(pod_c)), new_rev);
+  EXPECT_EQ(Pod(pod_c)["spec"]["containers"][0]["image"], "registry.local/agent:v2");
+  Reconcile();
+  EXPECT_EQ(Pods().size(), 3u) << "node-c's new pod is not available: node-b waits";
+  MakeReady(pod_c);
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-b"), 0u);
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(Revision(Pod(PodOn("node-b"))), new_rev);
+  EXPECT_EQ(PodOn("node-a"), pod_a) << "partition 1: node-a keeps its old pod";
+  EXPECT_EQ(Revision(Pod(pod_a)), old_rev);
+  Json status = Set()["status"];
+  EXPECT_EQ(status["updatedNumberScheduled"], 2);
+  EXPECT_EQ(status["numberAvailable"], 3);
+  // Partition 0 finishes the rollout.
+  PatchSpec({{"updateStrategy", {{"rollingUpdate", {{"partition", 0}}}}}});
+  Reconcile();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  EXPECT_EQ(Revision(Pod(PodOn("node-a"))), new_rev);
+  EXPECT_EQ(Set()["status"]["updatedNumberScheduled"], 3);
+}
+
+TEST_F(AdsControllerTest, SurgeStartsTheNewPodBeforeDeletingTheOld) {
+  CreateSet({{"updateStrategy",
+              {{"rollingUpdate",
+                {{"rollingUpdateType", "Standard"}, {"maxSurge", 1}, {"maxUnavailable", 0}}}}}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  const std::string old_c = PodOn("node-c");
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  Reconcile();
+  auto by_node = PodsByNode();
+  ASSERT_EQ(by_node["node-c"].size(), 2u) << "a surge pod next to the old one";
+  EXPECT_EQ(by_node["node-b"].size(), 1u) << "maxSurge 1";
+  Reconcile();
+  EXPECT_EQ(PodsByNode()["node-c"].size(), 2u) << "the new pod is not ready: the old one stays";
+  std::string new_c;
+  by_node = PodsByNode();
+  for (const std::string& n : by_node["node-c"]) {
+    if (n != old_c) new_c = n;
+  }
+  MakeReady(new_c);
+  Reconcile();
+  EXPECT_THAT(PodsByNode()["node-c"], ElementsAre(new_c)) << "old pod deleted once new available";
+  for (int i = 0; i < 6; ++i) {
+    MakeAllReady();
+    Reconcile();
+  }
+  const std::string new_rev = Set()["status"]["updateRevision"];
+  for (const Json& p : Pods()) EXPECT_EQ(Revision(p), new_rev);
+  EXPECT_EQ(Pods().size(), 3u);
+  EXPECT_EQ(Set()["status"]["updatedNumberScheduled"], 3);
+}
+
+TEST_F(AdsControllerTest, InPlaceUpdateKeepsThePod) {
+  CreateSet(
+      {{"updateStrategy", {{"rollingUpdate", {{"rollingUpdateType", "InPlaceIfPossible"}}}}}});
+  Reconcile();
+  Json pod = Pods()[0];
+  ASSERT_TRUE(pod["spec"].contains("readinessGates"));
+  EXPECT_EQ(pod["spec"]["readinessGates"][0]["conditionType"],
+            inplace::kInPlaceUpdateReadyCondition);
+  Reconcile();  // the gate's condition starts True
+  MakeAllReady();
+  Reconcile();
+  const std::string pod_c = PodOn("node-c");
+  const std::string uid_c = kube::Uid(Pod(pod_c));
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  Reconcile();
+  pod = Pod(pod_c);
+  EXPECT_EQ(kube::Uid(pod), uid_c) << "same pod";
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.local/agent:v2");
+  EXPECT_EQ(Revision(pod), Set()["status"]["updateRevision"]);
+  EXPECT_EQ(kube::Label(pod, "lifecycle.apps.kruise.io/state"), "Updating");
+  EXPECT_EQ(Pods().size(), 3u) << "nothing deleted";
+  RestartChanged(pod_c);
+  Reconcile();
+  pod = Pod(pod_c);
+  EXPECT_EQ(kube::Label(pod, "lifecycle.apps.kruise.io/state"), "Normal");
+  for (const Json& c : pod["status"]["conditions"]) {
+    if (c["type"] == inplace::kInPlaceUpdateReadyCondition) {
+      EXPECT_EQ(c["status"], "True");
+    }
+  }
+  for (int i = 0; i < 6; ++i) {
+    for (const Json& p : Pods()) RestartChanged(kube::Name(p));
+    for (const Json& p : Pods()) MakeReady(kube::Name(p));
+    Reconcile();
+  }
+  for (const Json& p : Pods()) {
+    EXPECT_EQ(p["spec"]["containers"][0]["image"], "registry.local/agent:v2");
+  }
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 3) << "never recreated";
+  EXPECT_EQ(Set()["status"]["updatedNumberScheduled"], 3);
+}
+
+TEST_F(AdsControllerTest, StaleCacheNeverPutsASecondPodOnANode) {
+  CreateSet();
+  Reconcile();
+  Reconcile(/*sync=*/false);
+  Reconcile(/*sync=*/false);
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 3);
+  // The pods are not scheduled yet (no spec.nodeName): the cache still knows their node from
+  // their affinity, so a new leader with a synced cache creates nothing.
+  auto fresh = NewReconciler();
+  Sync();
+  ASSERT_TRUE(fresh->Reconcile({"default", "agent"}).ok());
+  EXPECT_EQ(server_->RequestCount("POST", "/pods"), 3);
+  // Deletions are not repeated either.
+  MakeAllReady();
+  SetTaints("node-a", {{{"key", "gone"}, {"effect", "NoExecute"}}});
+  Reconcile();
+  Reconcile(false);
+  Reconcile(false);
+  EXPECT_EQ(PodsByNode().count("node-a"), 0u);
+  EXPECT_EQ(server_->RequestCount("DELETE", "/pods/"), 1);
+}
+
+TEST_F(AdsControllerTest, StatusCounts) {
+  CreateSet({{"minReadySeconds", 30}});
+  Reconcile();
+  Reconcile();
+  Json status = Set()["status"];
+  EXPECT_EQ(status["desiredNumberScheduled"], 3);
+  EXPECT_EQ(status["currentNumberScheduled"], 3);
+  EXPECT_EQ(status["numberReady"], 0);
+  EXPECT_EQ(status["numberAvailable"], 0);
+  EXPECT_EQ(status["numberUnavailable"], 3);
+  EXPECT_EQ(status["updatedNumberScheduled"], 3);
+  EXPECT_EQ(status["numberMisscheduled"], 0);
+  EXPECT_EQ(status["observedGeneration"], 1);
+  EXPECT_EQ(status["updateRevision"], Revision(Pods()[0]));
+  EXPECT_EQ(status["daemonSetHash"], status["updateRevision"]);
+  MakeReady(PodOn("node-a"));
+  MakeReady(PodOn("node-b"));
+  kube::Result r = Reconcile();
+  EXPECT_EQ(r.requeue_after, absl::Seconds(30)) << "rechecks when minReadySeconds has passed";
+  status = Set()["status"];
+  EXPECT_EQ(status["numberReady"], 2);
+  EXPECT_EQ(status["numberAvailable"], 0) << "minReadySeconds 30";
+  clock_.Advance(absl::Seconds(31));
+  Reconcile();
+  status = Set()["status"];
+  EXPECT_EQ(status["numberAvailable"], 2);
+  EXPECT_EQ(status["numberUnavailable"], 1);
+}
+
+TEST_F(AdsControllerTest, FailedPodIsReplacedWithBackoff) {
+  CreateSet();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  auto fail = [&](const std::string& name) {
+    Json pod = Pod(name);
+    pod["status"]["phase"] = "Failed";
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  };
+  const std::string first = PodOn("node-b");
+  fail(first);
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-b"), 0u) << "a failed pod is deleted";
+  Reconcile();
+  const std::string second = PodOn("node-b");
+  EXPECT_NE(second, first);
+  MakeReady(second);
+  fail(second);
+  kube::Result r = Reconcile();
+  EXPECT_EQ(PodOn("node-b"), second) << "in backoff: kept for now";
+  EXPECT_GT(r.requeue_after, absl::ZeroDuration());
+  clock_.Advance(r.requeue_after);
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-b"), 0u) << "backoff over";
+}
+
+}  // namespace
+}  // namespace kruise::manager::daemonset
