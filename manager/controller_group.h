@@ -32,6 +32,10 @@
 
 namespace kruise::manager {
 
+namespace inplace {
+class DisruptionGate;  // manager/inplace/disruption_gate.h
+}  // namespace inplace
+
 // Informers several groups read, created on first use so that a manager whose controllers need no
 // pods caches none. One pod cache for all controllers (30k pods are the manager's largest cache):
 // kube::CompactPodForManager keeps full objects only for pods of Kruise workloads, indexed by
@@ -102,6 +106,9 @@ struct ControllerContext {
   std::string namespace_name = "kruise-system";
   // Namespace holding pull secrets copied for the daemons.
   std::string daemon_config_namespace = "kruise-daemon-config";
+  // What the workload controllers ask before taking a pod down for an update (issue 17): the
+  // PodUnavailableBudget (manager/pub/pub_gate.h) with PodUnavailableBudgetUpdateGate; null: none.
+  inplace::DisruptionGate* disruption_gate = nullptr;
   // Resolved feature gates (name → enabled).
   std::function<bool(absl::string_view gate)> feature_enabled = [](absl::string_view) {
     return true;

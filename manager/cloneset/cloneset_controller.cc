@@ -98,6 +98,7 @@ struct CloneSetReconciler::Context {
   // FailedUpdate); a conflict (stale cache) counts as not run.
   std::optional<absl::Status> scale_result;
   std::optional<absl::Status> update_result;
+  bool held = false;  // the disruption gate denied a pod this round
 };
 
 CloneSetReconciler::CloneSetReconciler(kube::KubeClient* client, CloneSetInformers informers,
@@ -690,9 +691,21 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
   if (chosen.empty()) return false;
   const Json update_tmpl = revision::RevisionTemplate(ctx.update_revision);
   bool modified = false;
+  inplace::HeldPods held;
   for (size_t i : chosen) {
     const Json& pod = ctx.pods[i];
     const PodView& view = ctx.views[i];
+    // The PodUnavailableBudget first, whatever the update's kind (OpenKruise's order); a denial
+    // ends the round.
+    if (opts_.disruption_gate != nullptr) {
+      ASSIGN_OR_RETURN(inplace::GateDecision gate,
+                       opts_.disruption_gate->Allow(pod, inplace::DisruptionOperation::kUpdate,
+                                                    /*dry_run=*/false));
+      if (!gate.allowed) {
+        held.Add(kube::Name(pod), gate);
+        break;
+      }
+    }
     if (ctx.spec.update_type == kInPlaceIfPossible || ctx.spec.update_type == kInPlaceOnly) {
       Json old_tmpl;
       for (const Json& r : ctx.revisions) {
@@ -741,6 +754,10 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
           absl::StrCat("successfully patch pod ", kube::Name(pod),
                        " specified-delete for update(revision ", ctx.update_revision_name, ")"));
     modified = true;
+  }
+  if (!held.empty()) {
+    ctx.held = true;
+    Event(ctx.cs, true, inplace::kDisruptionDeniedReason, held.Message());
   }
   return modified;
 }
@@ -911,6 +928,11 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
       if (after == absl::ZeroDuration() || left < after) after = std::max(left, absl::Seconds(1));
     }
   }
+  // A budget frees when a pod becomes available again: usually one of ours, whose event comes
+  // first; the requeue covers a budget shared with other workloads.
+  if (ctx.held && (after == absl::ZeroDuration() || after > inplace::kDisruptionRetry)) {
+    after = inplace::kDisruptionRetry;
+  }
   return kube::Result{after};
 }
 
@@ -976,6 +998,7 @@ class CloneSetGroup : public ControllerGroup {
     CloneSetReconcilerOptions ro;
     ro.clock = ctx.clock;
     ro.pre_download_images = inf.image_pull_jobs != nullptr;
+    ro.disruption_gate = ctx.disruption_gate;
     reconciler_ = std::make_unique<CloneSetReconciler>(ctx.client, inf, ctx.recorder, ro);
     CloneSetReconciler* r = reconciler_.get();
     r->ObserveThrough(inf.pods);

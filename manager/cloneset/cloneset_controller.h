@@ -22,7 +22,11 @@
 //      Ready False first, then one patch of labels, annotations and images; with a grace period
 //      the images wait in apps.kruise.io/inplace-update-grace), else by labelling the pod
 //      apps.kruise.io/specified-delete so step 4 replaces it; and refreshes pods whose in-place
-//      update completed (InPlaceUpdateReady True, lifecycle Normal);
+//      update completed (InPlaceUpdateReady True, lifecycle Normal). With a disruption gate
+//      (the PodUnavailableBudget, manager/inplace/disruption_gate.h), each pod picked is first
+//      put to the gate (UPDATE, whether in place or ReCreate), as OpenKruise's cloneset_update.go:
+//      a denial stops the round there (no later pod is updated), records one Warning event
+//      PodUnavailableBudgetDenied naming the budget, and requeues after kDisruptionRetry;
 //   6. writes status (merge patch of the status subresource, only when it changed).
 // Every pod write is a JSON patch starting with a `test` of metadata.resourceVersion, so a stale
 // cache can never overwrite someone else's change; a create uses a fresh random instance id and a
@@ -47,6 +51,7 @@
 #include "kube/object.h"
 #include "manager/cloneset/cloneset_plan.h"
 #include "manager/controller_group.h"
+#include "manager/inplace/disruption_gate.h"
 #include "manager/inplace/inplace_update.h"
 
 namespace kruise::manager::cloneset {
@@ -59,6 +64,8 @@ struct CloneSetReconcilerOptions {
   // Feature gate PreDownloadImageForInPlaceUpdate: ImagePullJobs for a new revision's images
   // (manager/inplace/predownload.h); needs CloneSetInformers::image_pull_jobs.
   bool pre_download_images = false;
+  // Asked before each pod update (see step 5); null: none. Must outlive the reconciler.
+  inplace::DisruptionGate* disruption_gate = nullptr;
 };
 
 struct CloneSetInformers {

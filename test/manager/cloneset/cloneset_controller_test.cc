@@ -18,6 +18,7 @@
 #include "manager/inplace/predownload.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
+#include "test/manager/inplace/fake_disruption_gate.h"
 
 namespace kruise::manager::cloneset {
 namespace {
@@ -53,7 +54,13 @@ class CloneSetControllerTest : public ::testing::Test {
       inf.image_pull_jobs = informers_.back().get();
       ro.pre_download_images = true;
     }
-    reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, nullptr, ro);
+    ro.disruption_gate = gate_;
+    if (gate_ != nullptr) {
+      kube::EventRecorderOptions eo;
+      eo.clock = &clock_;
+      recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    }
+    reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf.pods);
     reconciler_->ObserveThrough(inf.pvcs);
     for (auto& i : informers_) i->Start();
@@ -61,6 +68,7 @@ class CloneSetControllerTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    recorder_.reset();
     for (auto& i : informers_) i->RequestStop();
     for (auto& i : informers_) i->Stop();
   }
@@ -176,10 +184,12 @@ class CloneSetControllerTest : public ::testing::Test {
   }
 
   bool pre_download_ = false;  // set before SetUp
+  inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
   testing::FakeClock clock_;
   std::unique_ptr<testing::FakeApiServer> server_;
   std::unique_ptr<kube::RestKubeClient> client_;
   std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<CloneSetReconciler> reconciler_;
 };
 
@@ -615,6 +625,83 @@ TEST_F(CloneSetControllerTest, PausedStopsUpdates) {
   for (const Json& p : Pods()) {
     EXPECT_EQ(p["spec"]["containers"][0]["image"], "registry.local/app:v1");
   }
+}
+
+// The PodUnavailableBudget (issue 17), through a stand-in gate: as OpenKruise's CloneSet, each
+// pod picked is put to it first and the first denial ends the round.
+class CloneSetPubTest : public CloneSetControllerTest {
+ protected:
+  CloneSetPubTest() { gate_ = &fake_gate_; }
+
+  std::vector<Json> Events(const std::string& reason) {
+    EXPECT_TRUE(recorder_->WaitIdle(absl::Seconds(10)));
+    std::vector<Json> out;
+    for (const Json& e : server_->List("events")) {
+      if (e.value("reason", "") == reason) out.push_back(e);
+    }
+    return out;
+  }
+  int AtImage(const std::string& image) {
+    int n = 0;
+    for (const Json& p : Pods()) n += p["spec"]["containers"][0]["image"] == image;
+    return n;
+  }
+
+  testing::FakeDisruptionGate fake_gate_;
+};
+
+TEST_F(CloneSetPubTest, SpentBudgetHoldsTheInPlaceRolloutUntilItFrees) {
+  CreateSet(3, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 3}});
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  Reconcile();
+  EXPECT_THAT(fake_gate_.TakeAsked(), ::testing::IsEmpty()) << "nothing to update yet";
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+
+  // Spent: no pod is touched, one Warning event names the budget, a retry is scheduled.
+  const int64_t pod_patches = server_->RequestCount("PATCH", "/pods/");
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_EQ(fake_gate_.TakeAsked().size(), 1u) << "the round ends at the first denial";
+  EXPECT_EQ(server_->RequestCount("PATCH", "/pods/"), pod_patches);
+  EXPECT_EQ(AtImage("registry.local/app:v2"), 0);
+  std::vector<Json> events = Events(inplace::kDisruptionDeniedReason);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "CloneSet");
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              ::testing::HasSubstr("PodUnavailableBudget web-pub"));
+
+  // One pod's worth frees: that pod is updated in place, the next is held again.
+  fake_gate_.SetBudget(1);
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_EQ(fake_gate_.TakeAsked().size(), 2u);
+  EXPECT_EQ(AtImage("registry.local/app:v2"), 1);
+
+  // Enough for all: the rest follow, the pod already allowed costs nothing again.
+  fake_gate_.SetBudget(2);
+  Reconcile();
+  EXPECT_EQ(AtImage("registry.local/app:v2"), 3);
+  std::set<std::string> uids;
+  for (const Json& p : Pods()) uids.insert(kube::Uid(p));
+  EXPECT_EQ(uids.size(), 3u);
+}
+
+TEST_F(CloneSetPubTest, ReCreateAsksTooBeforeMarking) {
+  CreateSet(2, {{"type", "ReCreate"}, {"maxUnavailable", 2}});
+  Reconcile();
+  Reconcile();
+  for (const Json& p : Pods()) MakeReady(kube::Name(p));
+  Reconcile();
+  PatchSpec({{"template", Template("registry.local/app:v2")}});
+  Reconcile();
+  EXPECT_EQ(fake_gate_.TakeAsked().size(), 1u);
+  for (const Json& p : Pods()) EXPECT_FALSE(kube::Label(p, kSpecifiedDeleteLabel).has_value());
+  fake_gate_.SetBudget(1);
+  Reconcile();
+  int marked = 0;
+  for (const Json& p : Pods()) marked += kube::Label(p, kSpecifiedDeleteLabel).has_value();
+  EXPECT_EQ(marked, 1);
 }
 
 }  // namespace
