@@ -114,6 +114,7 @@ struct AstsReconciler::Context {
   absl::Duration recheck = absl::ZeroDuration();
   std::optional<absl::Status> scale_result;
   std::optional<absl::Status> update_result;
+  inplace::HeldPods held;  // in-place updates the disruption gate denied this round
 
   void Recheck(absl::Duration d) {
     if (d > absl::ZeroDuration() && (recheck == absl::ZeroDuration() || d < recheck)) recheck = d;
@@ -543,6 +544,15 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
                                                ctx.update_revision_name, &why_not);
     }
     if (update.has_value()) {
+      if (opts_.disruption_gate != nullptr) {
+        ASSIGN_OR_RETURN(inplace::GateDecision gate,
+                         opts_.disruption_gate->Allow(pod, inplace::DisruptionOperation::kUpdate,
+                                                      /*dry_run=*/false));
+        if (!gate.allowed) {
+          ctx.held.Add(kube::Name(pod), gate);
+          return absl::OkStatus();
+        }
+      }
       Json current = pod;
       if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
         ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
@@ -752,11 +762,17 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
           RETURN_IF_ERROR(DeletePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)], false,
                                     "apps.kruise.io/specified-delete"));
         }
-        for (int ord : plan.update)
+        for (int ord : plan.update) {
           RETURN_IF_ERROR(UpdatePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)]));
+          if (!ctx.held.empty()) break;  // the budget holds this one: none after it either
+        }
         return absl::OkStatus();
       };
       ctx.update_result = run_update();
+      if (!ctx.held.empty()) {
+        Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
+        ctx.Recheck(inplace::kDisruptionRetry);  // a fallback: our pods' events come first
+      }
       step = *ctx.update_result;
     }
   }
@@ -843,6 +859,7 @@ class StatefulSetGroup : public ControllerGroup {
 
     AstsReconcilerOptions ro;
     ro.clock = ctx.clock;
+    ro.disruption_gate = ctx.disruption_gate;
     reconciler_ = std::make_unique<AstsReconciler>(ctx.client, inf, ctx.recorder, ro);
     AstsReconciler* r = reconciler_.get();
     r->ObserveThrough(inf.pods);

@@ -28,7 +28,13 @@
 //      update in place when the engine allows it (InPlaceUpdateReady and Ready False, then one
 //      patch of the revision label, lifecycle state Updating, state annotation, metadata and
 //      images, or the grace annotation), InPlaceIfPossible deletes otherwise, InPlaceOnly reports
-//      FailedUpdate;
+//      FailedUpdate. With a disruption gate (the PodUnavailableBudget,
+//      manager/inplace/disruption_gate.h), an in-place update is first put to the gate (UPDATE);
+//      a denial leaves the pod as it is and stops the round there (ordinal order is kept), with
+//      one Warning event PodUnavailableBudgetDenied naming the budget and a requeue after
+//      kDisruptionRetry. OpenKruise's ASTS asks nothing ("todo validate in-place for pub"), its
+//      in-place patch meeting the webhook's UPDATE check instead, which we keep too; deletes are
+//      not put to the gate (the webhook's DELETE check judges them, in OpenKruise as here);
 //   7. writes status through the status subresource (merge patch carrying the resourceVersion it
 //      read, so a stale write is a 409 and the round is retried), only when it changed.
 // persistentVolumeClaimRetentionPolicy: whenDeleted Delete gives the set's PVCs an owner
@@ -63,6 +69,7 @@
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/controller_group.h"
+#include "manager/inplace/disruption_gate.h"
 #include "manager/statefulset/asts_plan.h"
 
 namespace kruise::manager::statefulset {
@@ -79,6 +86,8 @@ struct AstsReconcilerOptions {
   Clock* clock = Clock::Real();
   // Fallback re-check while waiting for expectations (events normally bring the set back).
   absl::Duration expectation_recheck = absl::Seconds(10);
+  // Asked before each in-place update (see step 6); null: none. Must outlive the reconciler.
+  inplace::DisruptionGate* disruption_gate = nullptr;
 };
 
 struct AstsInformers {

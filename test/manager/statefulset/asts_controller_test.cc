@@ -17,6 +17,7 @@
 #include "manager/inplace/inplace_update.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
+#include "test/manager/inplace/fake_disruption_gate.h"
 
 namespace kruise::manager::statefulset {
 namespace {
@@ -49,13 +50,20 @@ class AstsControllerTest : public ::testing::Test {
                       informers_[3].get()};
     AstsReconcilerOptions ro;
     ro.clock = &clock_;
-    reconciler_ = std::make_unique<AstsReconciler>(client_.get(), inf, nullptr, ro);
+    ro.disruption_gate = gate_;
+    if (gate_ != nullptr) {
+      kube::EventRecorderOptions eo;
+      eo.clock = &clock_;
+      recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    }
+    reconciler_ = std::make_unique<AstsReconciler>(client_.get(), inf, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf.pods);
     for (auto& i : informers_) i->Start();
     for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
   }
 
   void TearDown() override {
+    recorder_.reset();
     for (auto& i : informers_) i->RequestStop();
     for (auto& i : informers_) i->Stop();
   }
@@ -179,10 +187,12 @@ class AstsControllerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Put("pods", pod).ok());
   }
 
+  inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
   testing::FakeClock clock_;
   std::unique_ptr<testing::FakeApiServer> server_;
   std::unique_ptr<kube::RestKubeClient> client_;
   std::vector<std::unique_ptr<kube::Informer>> informers_;
+  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<AstsReconciler> reconciler_;
 };
 
@@ -440,6 +450,58 @@ TEST_F(AstsControllerTest, StaleCacheNeverCreatesOrDeletesTwice) {
   Sync();
   ASSERT_TRUE(fresh.Reconcile({"default", "db"}).ok());
   EXPECT_EQ(server_->RequestCount("POST", "/pods"), 2);
+}
+
+// The PodUnavailableBudget (issue 17), through a stand-in gate: an in-place update is put to it
+// first; a denial leaves the pod alone for the round.
+class AstsPubTest : public AstsControllerTest {
+ protected:
+  AstsPubTest() { gate_ = &fake_gate_; }
+  testing::FakeDisruptionGate fake_gate_;
+};
+
+TEST_F(AstsPubTest, SpentBudgetHoldsTheInPlaceUpdateUntilItFrees) {
+  CreateSet(
+      2,
+      {{"podManagementPolicy", "Parallel"},
+       {"updateStrategy",
+        {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}, {"maxUnavailable", 2}}}}}},
+      /*gate=*/true);
+  Reconcile();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  const std::string uid1 = kube::Uid(Pod("db-1"));
+  PatchSpec({{"template", Template("registry.local/db:v2", true)}});
+
+  const int64_t pod_patches = server_->RequestCount("PATCH", "/pods/");
+  kube::Result r = Reconcile();
+  EXPECT_EQ(r.requeue_after, inplace::kDisruptionRetry);
+  EXPECT_EQ(fake_gate_.TakeAsked(), std::vector<std::string>{"db-1"}) << "the round stops there";
+  EXPECT_EQ(server_->RequestCount("PATCH", "/pods/"), pod_patches) << "no pod touched";
+  for (const std::string& n : PodNames()) {
+    EXPECT_EQ(Pod(n)["spec"]["containers"][0]["image"], "registry.local/db:v1");
+  }
+  ASSERT_TRUE(recorder_->WaitIdle(absl::Seconds(10)));
+  int denied = 0;
+  for (const Json& e : server_->List("events")) {
+    if (e.value("reason", "") != inplace::kDisruptionDeniedReason) continue;
+    ++denied;
+    EXPECT_EQ(e["type"], "Warning");
+    EXPECT_EQ(e["involvedObject"]["kind"], "StatefulSet");
+    EXPECT_THAT(e["message"].get<std::string>(),
+                ::testing::HasSubstr("pod(s) db-1 held by PodUnavailableBudget web-pub"));
+  }
+  EXPECT_EQ(denied, 1);
+
+  // One pod's worth frees: db-1 is updated in place (same pod), db-0 waits for the budget.
+  fake_gate_.SetBudget(1);
+  Reconcile();
+  Json pod = Pod("db-1");
+  EXPECT_EQ(kube::Uid(pod), uid1);
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  EXPECT_EQ(Pod("db-0")["spec"]["containers"][0]["image"], "registry.local/db:v1");
+  EXPECT_EQ(fake_gate_.TakeAsked(), (std::vector<std::string>{"db-1", "db-0"}));
 }
 
 }  // namespace
