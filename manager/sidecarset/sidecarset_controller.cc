@@ -324,6 +324,7 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
   // 5. Upgrade the pods picked, each guarded by its resourceVersion.
   std::vector<std::string> upgraded;
   std::set<std::string> containers;
+  inplace::HeldPods held;
   for (size_t i : plan.upgrade) {
     if (!failure.ok()) break;
     const Json& pod = *pods[i];
@@ -337,6 +338,18 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
       continue;  // one bad pod does not stop the rollout
     }
     if (patch->ops.empty()) continue;
+    if (opts_.disruption_gate != nullptr) {
+      auto gate = opts_.disruption_gate->Allow(pod, inplace::DisruptionOperation::kUpdate,
+                                               /*dry_run=*/false);
+      if (!gate.ok()) {
+        failure = gate.status();
+        break;
+      }
+      if (!gate->allowed) {
+        held.Add(kube::NamespacedName(pod), *gate);
+        continue;  // the budget holds this pod; others may be under other budgets
+      }
+    }
     auto patched = PatchPlannedPod(pod, patch->ops, [&](const absl::Status& st) {
       Event(set, true, "FailedUpgradePod",
             absl::StrCat("failed to upgrade pod ", kube::NamespacedName(pod), ": ", st.message()));
@@ -356,9 +369,15 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
           absl::StrCat("upgraded sidecar(s) ", absl::StrJoin(containers, ", "),
                        " in place in pod(s) ", absl::StrJoin(upgraded, ", ")));
   }
+  if (!held.empty()) Event(set, true, inplace::kDisruptionDeniedReason, held.Message());
   if (!failure.ok()) {
     if (kube::IsConflict(failure)) return kube::Result{absl::Seconds(1)};
     return failure;
+  }
+  // A budget frees when a pod becomes available again, often one of ours, whose event brings
+  // the set back first: the requeue is the fallback.
+  if (!held.empty()) {
+    return kube::Result{std::min(inplace::kDisruptionRetry, opts_.upgrading_recheck)};
   }
   // 6. Mid-upgrade: container restarts are pod events; the requeue is the fallback.
   if (upgrading || !upgraded.empty() || !plan.reset.empty()) {
@@ -409,6 +428,7 @@ class SidecarSetGroup : public ControllerGroup {
     SidecarSetReconcilerOptions ro;
     ro.clock = ctx.clock;
     ro.manager_namespace = ctx.namespace_name;
+    ro.disruption_gate = ctx.disruption_gate;
     reconciler_ = std::make_unique<SidecarSetReconciler>(ctx.client, inf, ctx.recorder, ro);
     reconciler_->ObserveThrough(inf.pods);
     kube::ControllerOptions co;

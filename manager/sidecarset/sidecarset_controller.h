@@ -37,7 +37,13 @@
 //      API server (422; told from a bad patch by re-reading the pod) and the set is requeued, so a
 //      stale cache can never patch a pod twice or over someone else's change. No blind retry.
 //      One event UpgradedPods per batch patched (our reason: OpenKruise only logs); each pod
-//      patched gets SidecarSetUpgradable true (on the pod the server returned);
+//      patched gets SidecarSetUpgradable true (on the pod the server returned). With a
+//      disruption gate (the PodUnavailableBudget, manager/inplace/disruption_gate.h), each pod
+//      is first put to the gate (UPDATE): a denied pod is skipped this round (the others, often
+//      of other workloads and budgets, go on), with one Warning event PodUnavailableBudgetDenied
+//      per round naming the budgets and their pods and a requeue after kDisruptionRetry.
+//      OpenKruise's SidecarSet controller asks nothing (its pod update meets the webhook's UPDATE
+//      check, which we keep too); the hot-upgrade reset of 4b is not put to the gate;
 //   6. requeues after `upgrading_recheck` while a pod is mid-upgrade (its container restart is a
 //      pod event that normally brings the set back first).
 //
@@ -64,6 +70,7 @@
 #include "kube/expectations.h"
 #include "kube/informer.h"
 #include "manager/controller_group.h"
+#include "manager/inplace/disruption_gate.h"
 
 namespace kruise::manager::sidecarset {
 
@@ -74,6 +81,8 @@ struct SidecarSetReconcilerOptions {
   absl::Duration expectation_recheck = absl::Seconds(10);
   // Re-check while pods are mid-upgrade (OpenKruise: 1 s in the same situation).
   absl::Duration upgrading_recheck = absl::Seconds(2);
+  // Asked before each pod upgrade (see step 5); null: none. Must outlive the reconciler.
+  inplace::DisruptionGate* disruption_gate = nullptr;
 };
 
 struct SidecarSetInformers {

@@ -24,6 +24,7 @@
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
+#include "test/manager/inplace/fake_disruption_gate.h"
 
 namespace kruise::manager::sidecarset {
 namespace controller_test {
@@ -55,6 +56,7 @@ class SidecarSetControllerTest : public ::testing::Test {
     recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
     SidecarSetReconcilerOptions ro;
     ro.clock = &clock_;
+    ro.disruption_gate = gate_;
     reconciler_ = std::make_unique<SidecarSetReconciler>(
         client_.get(),
         SidecarSetInformers{informers_[0].get(), informers_[1].get(), informers_[2].get()},
@@ -248,6 +250,7 @@ class SidecarSetControllerTest : public ::testing::Test {
     return n;
   }
 
+  inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp
   testing::FakeClock clock_;
   std::unique_ptr<testing::FakeApiServer> server_;
   std::unique_ptr<kube::RestKubeClient> client_;
@@ -658,6 +661,41 @@ TEST_F(SidecarSetRevisionControllerTest, HistoryPrunedAtTheLimitKeepingRevisions
   ReconcileAll();
   EXPECT_EQ(Revisions(),
             (std::map<std::string, int64_t>{{NameAt("fluentd:4"), 4}, {NameAt("fluentd:5"), 5}}));
+}
+
+// The PodUnavailableBudget (issue 17), through a stand-in gate: each pod picked is put to it
+// first; a denied pod is skipped, the others go on.
+class SidecarSetPubTest : public SidecarSetControllerTest {
+ protected:
+  SidecarSetPubTest() { gate_ = &fake_gate_; }
+  testing::FakeDisruptionGate fake_gate_;
+};
+
+TEST_F(SidecarSetPubTest, SpentBudgetHoldsTheUpgradeUntilItFrees) {
+  CreateSetAndPods(3, {{"maxUnavailable", 3}});
+  Reconcile();
+  PatchSetSpec({{"containers", {{{"name", "log"}, {"image", "fluentd:2"}}}}});
+
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_EQ(fake_gate_.TakeAsked().size(), 3u) << "each pod asked, none stops the others";
+  EXPECT_EQ(PodPatches(), 0);
+  EXPECT_THAT(PodsAt("fluentd:2"), ::testing::IsEmpty());
+  std::vector<Json> events = Events(inplace::kDisruptionDeniedReason);
+  ASSERT_EQ(events.size(), 1u) << "one event for the round";
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "SidecarSet");
+  const std::string message = events[0]["message"];
+  EXPECT_THAT(message, ::testing::HasSubstr("held by PodUnavailableBudget web-pub"));
+  for (const char* pod : {"team/web-0", "team/web-1", "team/web-2"}) {
+    EXPECT_THAT(message, ::testing::HasSubstr(pod));
+  }
+  EXPECT_THAT(Events("UpgradedPods"), ::testing::IsEmpty());
+
+  // One pod's worth frees: one pod is upgraded, the other two are held again.
+  fake_gate_.SetBudget(1);
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_EQ(PodsAt("fluentd:2").size(), 1u);
+  EXPECT_EQ(PodPatches(), 1);
 }
 
 }  // namespace controller_test
