@@ -23,6 +23,7 @@
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
 #include "manager/pub/pub_controller.h"
+#include "manager/pub/pub_gate.h"
 #include "manager/pub/pub_webhook.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
@@ -538,6 +539,14 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
         }));
   }
   if (pub_served) pub_cache.Attach(shared.Named(pub::kPubInformer, &pub::PubInformerOptions));
+  // Our own rollouts (CloneSet, Advanced StatefulSet, SidecarSet) ask the PUBs before taking a
+  // pod down, under the gate OpenKruise's CloneSet asks them under.
+  std::unique_ptr<pub::PubDisruptionGate> pub_gate;
+  if (pub_served && gates.Enabled("PodUnavailableBudgetUpdateGate")) {
+    pub_gate = std::make_unique<pub::PubDisruptionGate>(
+        &pub_cache, client.get(), clock,
+        std::vector<std::string>{"kube-system", cfg.namespace_name});
+  }
   ControllerContext ctx;
   ctx.shared = &shared;
   ctx.client = client.get();
@@ -546,6 +555,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   ctx.clock = clock;
   ctx.namespace_name = cfg.namespace_name;
   ctx.daemon_config_namespace = cfg.daemon_config_namespace;
+  ctx.disruption_gate = pub_gate.get();
   ctx.feature_enabled = [&gates](absl::string_view g) { return gates.Enabled(g); };
   ctx.workers = [&cfg](absl::string_view name, int fallback) {
     return cfg.Workers(std::string(name), fallback);
