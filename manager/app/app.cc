@@ -19,6 +19,7 @@
 #include "manager/cloneset/cloneset_admission.h"
 #include "manager/cloneset/cloneset_controller.h"
 #include "manager/daemonset/ads_admission.h"
+#include "manager/daemonset/ads_controller.h"
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepulljob_validation.h"
 #include "manager/imagepull/nodeimage_admission.h"
@@ -51,6 +52,7 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
   groups.push_back(crr::NewCrrControllerGroup());            // ContainerRecreateRequest
   groups.push_back(cloneset::NewCloneSetControllerGroup());  // CloneSet
   groups.push_back(statefulset::NewStatefulSetControllerGroup());  // Advanced StatefulSet
+  groups.push_back(daemonset::NewDaemonSetControllerGroup());  // Advanced DaemonSet
   groups.push_back(sidecarset::NewSidecarSetControllerGroup());  // SidecarSet
   groups.push_back(pub::NewPubControllerGroup());  // PodUnavailableBudget
   return groups;
