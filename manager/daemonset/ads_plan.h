@@ -2,7 +2,7 @@
 
 // Advanced DaemonSet (apps.kruise.io DaemonSet, issue 16): which nodes run a daemon pod, and
 // what one reconcile round creates, deletes and updates, as pure functions over the set's spec,
-// the nodes and a view of its pods. The controller (a later slice) reads the caches, calls these
+// the nodes and a view of its pods. The controller (ads_controller.h) reads the caches, calls these
 // and writes. Semantics as OpenKruise's pkg/controller/daemonset (itself the core DaemonSet
 // controller plus partition, node selector, in-place update and hooks):
 //
@@ -58,7 +58,7 @@
 //    deleted by a later round once released. Creations, deletions and in-place updates are each
 //    capped at burstReplicas (default 250; a percentage of the desired number, rounded down).
 //
-// Not here (the controller slice): ControllerRevisions and their history, status writes and
+// Not here (ads_controller.h): ControllerRevisions and their history, status writes and
 // conditions, expectations, the failed-pod backoff clock, image pre-download
 // (manager/inplace/predownload.h), the pod a creation writes (its node affinity, the
 // InPlaceUpdateReady readiness gate for InPlaceIfPossible, controller-revision-hash label).

@@ -467,6 +467,26 @@ TEST_F(AdsControllerTest, StatusCounts) {
   EXPECT_EQ(status["numberUnavailable"], 1);
 }
 
+TEST_F(AdsControllerTest, PreDeleteHookHoldsThePodInPreparingDelete) {
+  CreateSet({{"lifecycle", {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}}}}}});
+  Reconcile();
+  MakeAllReady();
+  const std::string pod_a = PodOn("node-a");
+  Json pod = Pod(pod_a);
+  pod["metadata"]["labels"]["hold"] = "true";
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  SetTaints("node-a", {{{"key", "gone"}, {"effect", "NoExecute"}}});
+  Reconcile();
+  EXPECT_EQ(kube::Label(Pod(pod_a), "lifecycle.apps.kruise.io/state"), "PreparingDelete");
+  Reconcile();
+  EXPECT_EQ(PodOn("node-a"), pod_a) << "held while the hook label is there";
+  pod = Pod(pod_a);
+  pod["metadata"]["labels"].erase("hold");
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-a"), 0u) << "released: deleted";
+}
+
 TEST_F(AdsControllerTest, FailedPodIsReplacedWithBackoff) {
   CreateSet();
   Reconcile();
