@@ -78,7 +78,7 @@ EXPECTED_CRDS = {
     "podunavailablebudgets.policy.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
                                                ["Allowed", "Current", "Desired", "Total"], ["pub"]),
     "workloadspreads.apps.kruise.io": ("Namespaced", ["v1alpha1"], "v1alpha1",
-                                       ["WorkloadName", "WorkloadKind", "Adaptive", "Age"], ["ws"]),
+                                       ["WorkloadName", "WorkloadKind", "ScheduleStrategy", "Age"], ["ws"]),
 }
 # CRDs with a scale subresource (kubectl scale, HPA): its paths.
 EXPECTED_SCALE = {

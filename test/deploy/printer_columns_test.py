@@ -76,7 +76,9 @@ OPENKRUISE = {
     "workloadspreads.apps.kruise.io": [
         ("WorkloadName", ".spec.targetRef.name", "string", 0),
         ("WorkloadKind", ".spec.targetRef.kind", "string", 0),
-        ("Adaptive", '.spec.scheduleStrategy.type[?(@ == "Adaptive")]', "boolean", 0),
+        # OpenKruise: ("Adaptive", '.spec.scheduleStrategy.type[?(@ == "Adaptive")]', "boolean"),
+        # always blank (a filter over a string matches nothing; validate.sh shows ours prints).
+        ("ScheduleStrategy", ".spec.scheduleStrategy.type", "string", 0),
         ("Age", ".metadata.creationTimestamp", "date", 0),
     ],
     "containerrecreaterequests.apps.kruise.io": [

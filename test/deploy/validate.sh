@@ -11,7 +11,9 @@
 #   5. test/deploy/invalid/*.yaml are each rejected by the API server itself (client validation off);
 #   6. a ContainerRecreateRequest written through v1beta1 (not the storage version) keeps its
 #      v1beta1 status fields, i.e. `conversion: None` is lossless (in a temporary namespace);
-#   7. a SidecarSet written through v1alpha1 with spec.namespace reads back unchanged through
+#   7. printer columns as the server prints them (a Table) for the WorkloadSpread, PUB and ASTS
+#      samples: plain-path columns show the object's values, no spec column is always blank;
+#   8. a SidecarSet written through v1alpha1 with spec.namespace reads back unchanged through
 #      v1beta1 (the storage version) and v1alpha1, and one written through v1beta1 keeps
 #      spec.customVersion when read through v1alpha1 (cluster-scoped, deleted afterwards).
 #
@@ -191,6 +193,60 @@ then
 else
   fail "CRR round trip setup: $(cat "$WORK/err")"
 fi
+
+# Printer columns as the API server prints them (a server-side Table) for the samples of the
+# kinds whose columns read spec fields: every column with a plain path (.a.b, no filter or
+# wildcard) shows the object's value there, and none of the others is blank on every row. A JSONPath
+# filter over a scalar (OpenKruise's WorkloadSpread "Adaptive") passes CRD validation and then
+# prints nothing, which only a real server shows.
+for res_file in workloadspreads.apps.kruise.io:workloadspread-v1alpha1 \
+  podunavailablebudgets.policy.kruise.io:podunavailablebudget-v1alpha1 \
+  statefulsets.apps.kruise.io:statefulset-v1beta1; do
+  res=${res_file%%:*}
+  if ! k -n "$TEST_NS" create -f "$DEPLOY/samples/${res_file#*:}.yaml" >/dev/null 2>"$WORK/err"; then
+    fail "printer columns: creating the ${res_file#*:} sample: $(cat "$WORK/err")"
+    continue
+  fi
+  k get crd "$res" -o json >"$WORK/crd.json"
+  version=$("$PY" -c 'import json,sys; print([v["name"] for v in json.load(sys.stdin)["spec"]["versions"] if v["storage"]][0])' <"$WORK/crd.json")
+  if ! curl -sf --cacert "$KUBE_LOCAL_CA" -H "Authorization: Bearer $KUBE_LOCAL_TOKEN" \
+    -H 'Accept: application/json;as=Table;v=v1;g=meta.k8s.io' \
+    "$KUBE_LOCAL_APISERVER/apis/${res#*.}/$version/namespaces/$TEST_NS/${res%%.*}?includeObject=Object" \
+    >"$WORK/table.json"; then
+    fail "printer columns: no Table for $res"
+    continue
+  fi
+  if "$PY" - "$WORK/table.json" "$WORK/crd.json" >"$WORK/out" 2>&1 <<'PYEOF'; then
+import json, re, sys
+table, crd = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+version = [v for v in crd["spec"]["versions"] if v["storage"]][0]
+paths = {c["name"].lower(): c["jsonPath"] for c in version.get("additionalPrinterColumns", [])}
+cols = [c["name"].lower() for c in table["columnDefinitions"]]
+rows, bad = table.get("rows", []), []
+if not rows:
+    bad.append("no rows")
+for i, name in enumerate(cols):
+    path = paths.get(name)
+    if path is None or name == "age":
+        continue
+    cells = [row["cells"][i] for row in rows]
+    if re.fullmatch(r"(\.[A-Za-z0-9_]+)+", path):
+        for row, cell in zip(rows, cells):
+            value = row["object"]
+            for key in path[1:].split("."):
+                value = value.get(key) if isinstance(value, dict) else None
+            if value is not None and cell != value:
+                bad.append(f"{row['object']['metadata']['name']}: {name} ({path}) prints {cell!r}, the object has {value!r}")
+    elif path.startswith((".spec", ".metadata")) and all(c in (None, "") for c in cells):
+        bad.append(f"{name} ({path}) is blank on every row")
+print("\n".join(bad) if bad else f"{len(rows)} rows, {len(cols)} columns")
+sys.exit(1 if bad else 0)
+PYEOF
+    pass "printer columns of $res as the server prints them: $(cat "$WORK/out")"
+  else
+    fail "printer columns of $res: $(cat "$WORK/out")"
+  fi
+done
 
 # SidecarSet: v1alpha1's spec.namespace and v1beta1's spec.customVersion survive either version
 # (OpenKruise's conversion webhook would rewrite both). Created for real without webhooks (the
