@@ -121,6 +121,42 @@ bool HasController(const Json& obj) {
   return false;
 }
 
+void CompactNodeForManager(Json& node) {
+  if (!node.is_object()) return;
+  Json out = Json::object();
+  for (const char* k : {"apiVersion", "kind"}) {
+    if (auto it = node.find(k); it != node.end() && it->is_string()) out[k] = std::move(*it);
+  }
+  Json meta = Json::object();
+  if (auto m = node.find("metadata"); m != node.end() && m->is_object()) {
+    for (const char* f : {"name", "uid", "resourceVersion", "labels", "creationTimestamp",
+                          "deletionTimestamp"}) {
+      if (auto it = m->find(f); it != m->end() && !it->is_null()) meta[f] = std::move(*it);
+    }
+  }
+  out["metadata"] = std::move(meta);
+  if (auto spec = node.find("spec"); spec != node.end() && spec->is_object()) {
+    Json kept = Json::object();
+    for (const char* f : {"taints", "unschedulable"}) {
+      if (auto it = spec->find(f); it != spec->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    if (!kept.empty()) out["spec"] = std::move(kept);
+  }
+  if (const Json* conds = FindPath(node, {"status", "conditions"});
+      conds != nullptr && conds->is_array()) {
+    for (const Json& c : *conds) {
+      if (!c.is_object() || c.value("type", "") != "Ready") continue;
+      Json ready = Json::object();
+      for (const char* f : {"type", "status", "lastTransitionTime"}) {
+        if (auto it = c.find(f); it != c.end() && !it->is_null()) ready[f] = *it;
+      }
+      out["status"]["conditions"] = Json::array({std::move(ready)});
+      break;
+    }
+  }
+  node = std::move(out);
+}
+
 void CompactPodForManager(Json& pod) {
   if (!pod.is_object()) return;
   auto meta = pod.find("metadata");

@@ -88,6 +88,12 @@ void CompactPodForWorkloads(Json& pod);
 // ownerReferences only [{controller: true, kind}] (so kube::ControllerOf, which wants complete
 // references, finds none: use HasController). With full references 30k pods took 8 MiB more.
 void CompactPodForManager(Json& pod);
+// Nodes as kruise-manager's one node cache keeps them (every controller that reads nodes: NodeImage,
+// CloneSet topology spread, Advanced DaemonSet eligibility): apiVersion, kind, metadata name, uid,
+// resourceVersion, labels, creationTimestamp and deletionTimestamp, spec.taints and
+// spec.unschedulable, and of status only the Ready condition (type, status, lastTransitionTime;
+// no heartbeat time, so a kubelet heartbeat changes nothing a controller reads).
+void CompactNodeForManager(Json& node);
 // Whether any ownerReference of `obj` has controller: true (also the reduced ones above).
 bool HasController(const Json& obj);
 

@@ -74,8 +74,27 @@ class SharedInformers {
     }
     return out;
   }
+  // Every node, kube::CompactNodeForManager (NodeImage, CloneSet spread ranks, Advanced
+  // DaemonSet eligibility).
+  static kube::InformerOptions NodeOptions() {
+    kube::InformerOptions o;
+    o.resource = kube::resources::Nodes();
+    o.transform = kube::CompactNodeForManager;
+    return o;
+  }
+  // Every ControllerRevision, indexed by controller uid (the workloads' revision histories).
+  static kube::InformerOptions ControllerRevisionOptions() {
+    kube::InformerOptions o;
+    o.resource = kube::resources::ControllerRevisions();
+    o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+    return o;
+  }
   // Register() time only (before Manager::Run).
   kube::Informer* Pods() { return Named("pods", &PodOptions); }
+  kube::Informer* Nodes() { return Named("nodes", &NodeOptions); }
+  kube::Informer* ControllerRevisions() {
+    return Named("controllerrevisions", &ControllerRevisionOptions);
+  }
   // The informer every user names `name` (e.g. "sidecarsets": the pod webhook's and the
   // SidecarSet controller's), made from `options` by the first one. Before Manager::Run only.
   kube::Informer* Named(const std::string& name,

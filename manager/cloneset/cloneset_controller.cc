@@ -943,13 +943,11 @@ std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   out[0].resource = res::CloneSets();
   out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
   out[1] = SharedInformers::PodOptions();
-  out[2].resource = res::ControllerRevisions();
-  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  out[2] = SharedInformers::ControllerRevisionOptions();
   out[3].resource = res::PersistentVolumeClaims();
   out[3].label_selector = kInstanceIdLabel;
   out[3].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
-  out[4].resource = res::Nodes();
-  out[4].transform = kube::KeepOnlyMetadata({"labels"});
+  out[4] = SharedInformers::NodeOptions();
   return out;
 }
 
@@ -988,9 +986,9 @@ class CloneSetGroup : public ControllerGroup {
     CloneSetInformers inf;
     inf.clonesets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
-    inf.revisions = make(all[2]);
+    inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
     inf.pvcs = make(all[3]);
-    inf.nodes = make(all[4]);
+    inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[4]);
     if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
       inf.image_pull_jobs = make(ImagePullJobInformerOptions());
     }

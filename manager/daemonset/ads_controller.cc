@@ -742,38 +742,13 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
 
 // ---- Controller group -------------------------------------------------------------------------
 
-void CompactNodeForDaemonSets(Json& node) {
-  if (!node.is_object()) return;
-  Json out = Json::object();
-  for (const char* k : {"apiVersion", "kind"}) {
-    if (auto it = node.find(k); it != node.end()) out[k] = std::move(*it);
-  }
-  if (auto meta = node.find("metadata"); meta != node.end() && meta->is_object()) {
-    Json kept = Json::object();
-    for (const char* f : {"name", "uid", "resourceVersion", "labels", "creationTimestamp"}) {
-      if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
-    }
-    out["metadata"] = std::move(kept);
-  }
-  if (auto spec = node.find("spec"); spec != node.end() && spec->is_object()) {
-    Json kept = Json::object();
-    for (const char* f : {"taints", "unschedulable"}) {
-      if (auto it = spec->find(f); it != spec->end() && !it->is_null()) kept[f] = std::move(*it);
-    }
-    out["spec"] = std::move(kept);
-  }
-  node = std::move(out);
-}
-
 std::vector<kube::InformerOptions> AdsInformerOptions() {
   std::vector<kube::InformerOptions> out(4);
   out[0].resource = AdvancedDaemonSets();
   out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
   out[1] = SharedInformers::PodOptions();
-  out[2].resource = res::ControllerRevisions();
-  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
-  out[3].resource = res::Nodes();
-  out[3].transform = CompactNodeForDaemonSets;
+  out[2] = SharedInformers::ControllerRevisionOptions();
+  out[3] = SharedInformers::NodeOptions();
   return out;
 }
 
@@ -804,10 +779,10 @@ class DaemonSetGroup : public ControllerGroup {
     inf.daemonsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
     inf.revisions = ctx.shared != nullptr
-                        ? ctx.shared->Named("controllerrevisions", [&] { return all[2]; })
+                        ? ctx.shared->ControllerRevisions()
                         : make(all[2]);
     inf.nodes = ctx.shared != nullptr
-                    ? ctx.shared->Named("nodes-scheduling", [&] { return all[3]; })
+                    ? ctx.shared->Nodes()
                     : make(all[3]);
 
     AdsReconcilerOptions ro;

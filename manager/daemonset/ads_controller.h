@@ -89,7 +89,7 @@ struct AdsInformers {
   kube::Informer* daemonsets = nullptr;  // indexed by kube::kNamespaceIndex
   kube::Informer* pods = nullptr;        // SharedInformers::PodOptions()
   kube::Informer* revisions = nullptr;   // indexed by kube::kControllerUidIndex
-  kube::Informer* nodes = nullptr;       // CompactNodeForDaemonSets
+  kube::Informer* nodes = nullptr;       // SharedInformers::NodeOptions()
 };
 
 class AdsReconciler final : public kube::Reconciler {
@@ -138,11 +138,6 @@ class AdsReconciler final : public kube::Reconciler {
   // "<set uid>/<node>" -> the failed-pod backoff of that node.
   absl::flat_hash_map<std::string, Backoff> backoff_ ABSL_GUARDED_BY(backoff_mu_);
 };
-
-// The Node transform: what eligibility reads (name, uid, resourceVersion, labels,
-// creationTimestamp, spec.taints, spec.unschedulable); status is dropped (Kubernetes turns node
-// conditions into taints, which eligibility reads).
-void CompactNodeForDaemonSets(kube::Json& node);
 
 // The informers the controller reads, in AdsInformers' order (daemonsets, pods, revisions,
 // nodes), with their transforms and indexes. Exposed for tests.

@@ -88,11 +88,9 @@ class ImagePullGroup : public ControllerGroup {
       ctx.manager->AddInformer(informers_.back().get());
       return informers_.back().get();
     };
+    kube::Informer* nodes = ctx.shared != nullptr ? ctx.shared->Nodes()
+                                                   : make(SharedInformers::NodeOptions());
     kube::InformerOptions o;
-    o.resource = kube::resources::Nodes();
-    o.transform = CompactNodeForNodeImages;
-    kube::Informer* nodes = make(o);
-    o = {};
     o.resource = node_images;
     o.indexers[kTagOwnerUidIndex] = TagOwnerUidIndexFunc();
     kube::Informer* nis = make(o);

@@ -27,7 +27,7 @@ absl::StatusOr<ImageNameTag> SplitImageNameTag(absl::string_view image) {
 
 namespace {
 
-// The kept metadata fields of `obj` (see CompactNodeForNodeImages).
+// The kept metadata fields of `obj` (see CompactPodForImagePullJobs).
 kube::Json KeptMetadata(const kube::Json& obj) {
   kube::Json meta = kube::Json::object();
   auto m = obj.find("metadata");
@@ -49,24 +49,6 @@ kube::Json Skeleton(const kube::Json& obj) {
 }
 
 }  // namespace
-
-void CompactNodeForNodeImages(kube::Json& node) {
-  if (!node.is_object()) return;
-  kube::Json out = Skeleton(node);
-  const kube::Json* conds = kube::FindPath(node, {"status", "conditions"});
-  if (conds != nullptr && conds->is_array()) {
-    for (const kube::Json& c : *conds) {
-      if (!c.is_object() || c.value("type", "") != "Ready") continue;
-      kube::Json ready = kube::Json::object();
-      for (const char* f : {"type", "status", "lastTransitionTime"}) {
-        if (auto it = c.find(f); it != c.end() && !it->is_null()) ready[f] = *it;
-      }
-      out["status"]["conditions"] = kube::Json::array({std::move(ready)});
-      break;
-    }
-  }
-  node = std::move(out);
-}
 
 void CompactPodForImagePullJobs(kube::Json& pod) {
   if (!pod.is_object()) return;

@@ -41,15 +41,10 @@ absl::StatusOr<ImageNameTag> SplitImageNameTag(absl::string_view image);
 // True for apiVersion "apps.kruise.io/<any>" and kind ImagePullJob.
 bool IsImagePullJobRef(const kube::Json& ref);
 
-// Informer transforms (kube::TransformFunc) of the group's Node and Pod caches: they keep only the
-// fields these controllers read, so 1k Nodes and 30k Pods stay small in memory. Both keep
-// apiVersion, kind and metadata name, namespace, uid, resourceVersion, labels and
-// deletionTimestamp. Widen them when a reader needs more.
-//  - Nodes (NodeImage controller): plus the Ready condition's type, status and
-//    lastTransitionTime; no spec, no other status (status.images alone is up to 50 entries).
-//  - Pods (ImagePullJob podSelector targets and the pod-moved predicate): plus spec.nodeName and
-//    status.phase.
-void CompactNodeForNodeImages(kube::Json& node);
+// The informer transform (kube::TransformFunc) of the group's Pod cache (ImagePullJob podSelector
+// targets and the pod-moved predicate): apiVersion, kind and metadata name, namespace, uid,
+// resourceVersion, labels and deletionTimestamp, spec.nodeName and status.phase, so 30k Pods stay
+// small in memory. Nodes come from the manager's one node cache (kube::CompactNodeForManager).
 void CompactPodForImagePullJobs(kube::Json& pod);
 
 }  // namespace kruise::manager

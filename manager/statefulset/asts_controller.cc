@@ -814,8 +814,7 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
   out[0].resource = AdvancedStatefulSets();
   out[0].indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
   out[1] = SharedInformers::PodOptions();
-  out[2].resource = res::ControllerRevisions();
-  out[2].indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  out[2] = SharedInformers::ControllerRevisionOptions();
   out[3].resource = res::PersistentVolumeClaims();
   // Looked up by name; only what the owner-reference bookkeeping needs.
   out[3].transform =
@@ -851,7 +850,7 @@ class StatefulSetGroup : public ControllerGroup {
     inf.statefulsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
     inf.revisions = ctx.shared != nullptr
-                        ? ctx.shared->Named("controllerrevisions", [&] { return all[2]; })
+                        ? ctx.shared->ControllerRevisions()
                         : make(all[2]);
     inf.pvcs = ctx.shared != nullptr
                    ? ctx.shared->Named("persistentvolumeclaims-metadata", [&] { return all[3]; })

@@ -420,6 +420,32 @@ TEST(StoreMemoryTest, RealisticPodCostsLessThanTwoKiBAfterTransform) {
 }
 
 
+TEST(CompactNodeForManagerTest, KeepsWhatNodeReadersNeedAndNoHeartbeat) {
+  Json node = Json::parse(R"({
+    "apiVersion": "v1", "kind": "Node",
+    "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "7", "labels": {"zone": "a"},
+                 "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": {"big": "x"},
+                 "managedFields": [{}]},
+    "spec": {"podCIDR": "10.0.0.0/24", "unschedulable": true,
+             "taints": [{"key": "k", "effect": "NoSchedule"}]},
+    "status": {"images": [{"names": ["a"]}], "capacity": {"cpu": "2"},
+               "conditions": [{"type": "MemoryPressure", "status": "False"},
+                              {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                               "lastHeartbeatTime": "2026-01-02T00:00:00Z",
+                               "lastTransitionTime": "2026-01-01T00:00:10Z"}]}})");
+  CompactNodeForManager(node);
+  EXPECT_EQ(node, Json::parse(R"({
+    "apiVersion": "v1", "kind": "Node",
+    "metadata": {"name": "n1", "uid": "u1", "resourceVersion": "7", "labels": {"zone": "a"},
+                 "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"unschedulable": true, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "True",
+                               "lastTransitionTime": "2026-01-01T00:00:10Z"}]}})"));
+  Json odd = Json::parse(R"({"metadata": 5, "spec": [], "status": {"conditions": {}}})");
+  CompactNodeForManager(odd);
+  EXPECT_EQ(odd, Json::parse(R"({"metadata": {}})"));
+}
+
 TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
   Json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
