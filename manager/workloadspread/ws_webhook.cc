@@ -1,0 +1,292 @@
+#include "manager/workloadspread/ws_webhook.h"
+
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "kube/deployment_naming.h"
+#include "kube/errors.h"
+#include "kube/object.h"
+
+namespace kruise::manager::workloadspread {
+
+using kube::Json;
+using webhook::AdmissionRequest;
+using webhook::AdmissionResponse;
+
+namespace ws_webhook_impl {
+
+std::string TargetKey(const std::string& group, const std::string& kind, const std::string& name) {
+  return absl::StrCat(group, "/", kind, "/", name);
+}
+
+// Whether `stored` is newer than `incoming` by resourceVersion (same object: same uid).
+bool StoredIsNewer(const Json& stored, const Json& incoming) {
+  if (kube::Uid(stored).empty() || kube::Uid(stored) != kube::Uid(incoming)) return false;
+  uint64_t a = 0, b = 0;
+  return absl::SimpleAtoi(kube::ResourceVersion(stored), &a) &&
+         absl::SimpleAtoi(kube::ResourceVersion(incoming), &b) && a > b;
+}
+
+std::string RandomUuid() {
+  thread_local absl::BitGen gen;
+  const uint64_t hi = absl::Uniform<uint64_t>(gen), lo = absl::Uniform<uint64_t>(gen);
+  // Version 4, variant 10.
+  const uint64_t h = (hi & 0xFFFFFFFFFFFF0FFFULL) | 0x0000000000004000ULL;
+  const uint64_t l = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", h >> 32, (h >> 16) & 0xFFFF, h & 0xFFFF,
+                         l >> 48, l & 0xFFFFFFFFFFFFULL);
+}
+
+}  // namespace ws_webhook_impl
+
+kube::InformerOptions WorkloadSpreadInformerOptions() {
+  kube::InformerOptions o;
+  o.resource = WorkloadSpreadResource();
+  o.indexers[kube::kNamespaceIndex] = kube::NamespaceIndexFunc();
+  return o;
+}
+
+// ---- WorkloadSpreadCache ------------------------------------------------------------------------
+
+void WorkloadSpreadCache::Publish(const std::string& ns,
+                                  std::map<std::string, std::shared_ptr<const Entry>> by_name) {
+  std::shared_ptr<const Snapshot> current;
+  {
+    absl::MutexLock lock(&mu_);
+    current = snapshot_;
+  }
+  auto next = std::make_shared<Snapshot>(*current);
+  if (by_name.empty()) {
+    next->erase(ns);
+  } else {
+    auto space = std::make_shared<Namespace>();
+    for (const auto& [name, e] : by_name) {
+      if (!e->ws) continue;
+      const TargetRef& t = e->ws->target_ref;
+      space->by_target[ws_webhook_impl::TargetKey(t.Group(), t.kind, t.name)][name] = e;
+    }
+    space->by_name = std::move(by_name);
+    (*next)[ns] = std::move(space);
+  }
+  absl::MutexLock lock(&mu_);
+  snapshot_ = std::move(next);
+}
+
+void WorkloadSpreadCache::Upsert(const Json& ws) {
+  const std::string ns = kube::Namespace(ws), name = kube::Name(ws);
+  if (name.empty()) return;
+  // Parse outside the locks, once per change.
+  auto entry = std::make_shared<Entry>();
+  entry->object = std::make_shared<const Json>(ws);
+  if (auto parsed = ParseWorkloadSpread(ws); parsed.ok()) entry->ws = *std::move(parsed);
+  absl::MutexLock write(&write_mu_);
+  std::map<std::string, std::shared_ptr<const Entry>> by_name;
+  if (auto space = In(ns)) {
+    by_name = space->by_name;
+    auto it = by_name.find(name);
+    if (it != by_name.end() && ws_webhook_impl::StoredIsNewer(*it->second->object, ws)) return;
+  }
+  by_name[name] = std::move(entry);
+  Publish(ns, std::move(by_name));
+}
+
+void WorkloadSpreadCache::Remove(const std::string& ns, const std::string& name) {
+  absl::MutexLock write(&write_mu_);
+  auto space = In(ns);
+  if (space == nullptr || space->by_name.count(name) == 0) return;
+  auto by_name = space->by_name;
+  by_name.erase(name);
+  Publish(ns, std::move(by_name));
+}
+
+void WorkloadSpreadCache::Attach(kube::Informer* informer) {
+  informer->AddEventHandler({
+      .on_add = [this](const Json& w) { Upsert(w); },
+      .on_update = [this](const Json&, const Json& w) { Upsert(w); },
+      .on_delete = [this](const Json& w, bool) { Remove(kube::Namespace(w), kube::Name(w)); },
+  });
+}
+
+std::shared_ptr<const WorkloadSpreadCache::Namespace> WorkloadSpreadCache::In(
+    const std::string& ns) const {
+  std::shared_ptr<const Snapshot> snap;
+  {
+    absl::MutexLock lock(&mu_);
+    snap = snapshot_;
+  }
+  auto it = snap->find(ns);
+  return it != snap->end() ? it->second : nullptr;
+}
+
+std::vector<std::shared_ptr<const Json>> WorkloadSpreadCache::ObjectsIn(
+    const std::string& ns) const {
+  std::vector<std::shared_ptr<const Json>> out;
+  if (auto space = In(ns)) {
+    for (const auto& [name, e] : space->by_name) out.push_back(e->object);
+  }
+  return out;
+}
+
+std::shared_ptr<const WorkloadSpreadCache::Entry> WorkloadSpreadCache::Targeting(
+    const std::string& ns, const std::string& group, const std::string& kind,
+    const std::string& name) const {
+  auto space = In(ns);
+  if (space == nullptr) return nullptr;
+  auto it = space->by_target.find(ws_webhook_impl::TargetKey(group, kind, name));
+  if (it == space->by_target.end() || it->second.empty()) return nullptr;
+  return it->second.begin()->second;
+}
+
+size_t WorkloadSpreadCache::size() const {
+  std::shared_ptr<const Snapshot> snap;
+  {
+    absl::MutexLock lock(&mu_);
+    snap = snapshot_;
+  }
+  size_t n = 0;
+  for (const auto& [ns, space] : *snap) n += space->by_name.size();
+  return n;
+}
+
+// ---- WorkloadSpread validation ------------------------------------------------------------------
+
+AdmissionResponse WorkloadSpreadValidatingHandler::Handle(const AdmissionRequest& req) {
+  if (req.operation != "CREATE" && req.operation != "UPDATE") return webhook::Allowed();
+  if (!req.object.is_object()) return webhook::Denied(400, "no object in the request");
+  if (!enabled_) {
+    return webhook::Denied(403, "feature-gate WorkloadSpread is not enabled", "Forbidden");
+  }
+  const bool update = req.operation == "UPDATE" && req.old_object.is_object();
+  std::vector<std::string> problems =
+      WorkloadSpreadProblems(req.object, update ? &req.old_object : nullptr);
+  Json ws = req.object;
+  // The request's namespace is the object's (a CREATE may leave metadata.namespace out).
+  if (kube::Namespace(ws).empty() && !req.namespace_.empty() && ws["metadata"].is_object()) {
+    ws["metadata"]["namespace"] = req.namespace_;
+  }
+  const std::vector<std::shared_ptr<const Json>> objects = cache_->ObjectsIn(kube::Namespace(ws));
+  std::vector<const Json*> others;
+  others.reserve(objects.size());
+  for (const auto& o : objects) others.push_back(o.get());
+  for (std::string& c : WorkloadSpreadConflicts(ws, others)) problems.push_back(std::move(c));
+  if (!problems.empty()) {
+    return webhook::Denied(
+        400, absl::StrCat("WorkloadSpread ", kube::Name(ws), ": ", absl::StrJoin(problems, "; ")),
+        "BadRequest");
+  }
+  AdmissionResponse ok = webhook::Allowed();
+  ok.warnings = WorkloadSpreadWarnings(req.object);
+  return ok;
+}
+
+// ---- Pod CREATE
+// -----------------------------------------------------------------------------------
+
+std::string WorkloadSpreadInjector::NewUid() const {
+  return new_uid_ ? new_uid_() : ws_webhook_impl::RandomUuid();
+}
+
+absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook::PodEdit* edit,
+                                            std::vector<std::string>* /*warnings*/) const {
+  if (req.operation != "CREATE" || !req.sub_resource.empty()) return absl::OkStatus();
+  const Json& pod = edit->pod();
+  if (!PodCanBeSpread(pod)) return absl::OkStatus();
+  const kube::OwnerReference owner = *kube::ControllerOf(pod);
+  std::string ns = kube::Namespace(pod);
+  if (ns.empty()) ns = req.namespace_;
+  // The WorkloadSpread of the pod's controller, or of the Deployment of its ReplicaSet.
+  const std::string group = TargetRef{owner.api_version, owner.kind, owner.name}.Group();
+  std::shared_ptr<const WorkloadSpreadCache::Entry> entry =
+      cache_->Targeting(ns, group, owner.kind, owner.name);
+  if (entry == nullptr && group == "apps" && owner.kind == "ReplicaSet") {
+    if (auto deployment = kube::DeploymentOfReplicaSetPod(pod, owner.name)) {
+      entry = cache_->Targeting(ns, "apps", "Deployment", *deployment);
+    }
+  }
+  if (entry == nullptr) return absl::OkStatus();
+
+  WorkloadSpread ws = *entry->ws;
+  const std::string pod_name =
+      kube::Name(pod).empty()
+          ? absl::StrCat(kube::GetString(pod, {"metadata", "generateName"}).value_or(""),
+                         "<generated>")
+          : kube::Name(pod);
+  SubsetChoice choice;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > kube::kConflictRetries) {
+      return absl::AbortedError(
+          absl::StrCat("WorkloadSpread ", ws.name,
+                       " changed too often while recording this pod's subset: try again"));
+    }
+    choice = ChooseSubset(ws, pod, kube::Name(pod).empty() ? NewUid() : "", clock_->Now());
+    if (choice.subset.empty()) return absl::OkStatus();  // no suitable subset: unchanged
+    if (!choice.new_status || req.dry_run) break;
+    const Json status = choice.new_status->ToJson();
+    const Json patch = Json::array(
+        {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ws.resource_version}},
+         {{"op", "add"},
+          {"path", "/status/subsetStatuses"},
+          {"value", status.value("subsetStatuses", Json::array())}}});
+    auto written = client_->Patch(WorkloadSpreadResource(), ws.namespace_, ws.name,
+                                  kube::PatchType::kJson, patch, "status");
+    if (written.ok()) {
+      cache_->Upsert(*written);
+      Logger("workloadspread")
+          ->info("pod {}/{} goes to subset {} of WorkloadSpread {}", ns, pod_name, choice.subset,
+                 ws.name);
+      break;
+    }
+    if (kube::IsNotFound(written.status())) return absl::OkStatus();  // gone: unchanged
+    const bool maybe_conflict = kube::IsConflict(written.status()) ||
+                                written.status().code() == absl::StatusCode::kInvalidArgument;
+    if (!maybe_conflict) {
+      return absl::UnavailableError(absl::StrCat("recording the pod in WorkloadSpread ", ws.name,
+                                                 ": ", written.status().message()));
+    }
+    auto fresh = client_->Get(WorkloadSpreadResource(), ws.namespace_, ws.name);
+    if (!fresh.ok()) {
+      if (kube::IsNotFound(fresh.status())) return absl::OkStatus();
+      return absl::UnavailableError(
+          absl::StrCat("re-reading WorkloadSpread ", ws.name, ": ", fresh.status().message()));
+    }
+    if (kube::ResourceVersion(*fresh) == ws.resource_version) {
+      // The test held: the patch itself was refused.
+      return absl::InternalError(absl::StrCat("recording the pod in WorkloadSpread ", ws.name, ": ",
+                                              written.status().message()));
+    }
+    cache_->Upsert(*fresh);
+    auto parsed = ParseWorkloadSpread(*fresh);
+    if (!parsed.ok()) return absl::OkStatus();  // no longer valid: spreads nothing
+    ws = *std::move(parsed);
+  }
+  auto ops = PlanSubsetInjection(pod, ws, choice.subset, choice.generated_uid);
+  if (!ops.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("subset ", choice.subset, " of WorkloadSpread ",
+                                                   ws.name, ": ", ops.status().message()));
+  }
+  edit->AddOps(*std::move(ops));
+  return absl::OkStatus();
+}
+
+bool RegisterWorkloadSpreadHandlers(webhook::HandlerRegistry* registry,
+                                    const WorkloadSpreadCache* cache, kube::KubeClient* client,
+                                    bool enabled) {
+  kube::ListOptions probe;
+  probe.limit = 1;
+  auto served = client->List(WorkloadSpreadResource(), "", probe);
+  if (!served.ok() && kube::IsNotFound(served.status())) {
+    Logger("workloadspread")->warn("WorkloadSpread CRD is not served: no WorkloadSpread webhooks");
+    return false;
+  }
+  auto handler = std::make_shared<WorkloadSpreadValidatingHandler>(cache, enabled);
+  registry->Register(kValidateWorkloadSpreadPath, handler);
+  registry->Register(kValidateWorkloadSpreadUnversionedPath, handler);
+  return true;
+}
+
+}  // namespace kruise::manager::workloadspread
