@@ -17,6 +17,7 @@
 #include "manager/inplace/inplace_update.h"
 #include "manager/inplace/predownload.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 #include "test/manager/inplace/fake_disruption_gate.h"
 
@@ -27,57 +28,33 @@ using kube::Json;
 constexpr char kSets[] = "clonesets.apps.kruise.io";
 constexpr char kRevisions[] = "controllerrevisions.apps";
 
-class CloneSetControllerTest : public ::testing::Test {
+class CloneSetControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-    for (kube::InformerOptions& o : CloneSetInformerOptions()) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
-    }
+    StartCluster();
+    ASSERT_FALSE(HasFatalFailure());
+    for (kube::InformerOptions& o : CloneSetInformerOptions()) AddInformer(o);
     CloneSetInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
                           informers_[3].get(), informers_[4].get()};
     CloneSetReconcilerOptions ro;
     ro.clock = &clock_;
     if (pre_download_) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_,
-                                                            ImagePullJobInformerOptions()));
-      inf.image_pull_jobs = informers_.back().get();
+      inf.image_pull_jobs = AddInformer(ImagePullJobInformerOptions());
       ro.pre_download_images = true;
     }
     ro.disruption_gate = gate_;
-    if (gate_ != nullptr) {
-      kube::EventRecorderOptions eo;
-      eo.clock = &clock_;
-      recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
-    }
+    if (gate_ != nullptr) StartRecorder();
     reconciler_ = std::make_unique<CloneSetReconciler>(client_.get(), inf, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf.pods);
     reconciler_->ObserveThrough(inf.pvcs);
-    for (auto& i : informers_) i->Start();
-    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
-  }
-
-  void TearDown() override {
-    recorder_.reset();
-    for (auto& i : informers_) i->RequestStop();
-    for (auto& i : informers_) i->Stop();
+    SyncInformers();
   }
 
   static Json Template(const std::string& image) {
-    return {{"metadata", {{"labels", {{"app", "web"}}}}},
-            {"spec",
-             {{"containers", {{{"name", "main"}, {"image", image}}}},
-              {"restartPolicy", "Always"}}}};
+    return {
+        {"metadata", {{"labels", {{"app", "web"}}}}},
+        {"spec",
+         {{"containers", {{{"name", "main"}, {"image", image}}}}, {"restartPolicy", "Always"}}}};
   }
 
   void CreateSet(int replicas, Json update_strategy = Json::object(), Json extra = {}) {
@@ -152,20 +129,22 @@ class CloneSetControllerTest : public ::testing::Test {
     }
     bool gate_ok = true;
     for (const Json& c : conds) {
-      if (c["type"] == inplace::kInPlaceUpdateReadyCondition && c["status"] != "True") gate_ok = false;
+      if (c["type"] == inplace::kInPlaceUpdateReadyCondition && c["status"] != "True")
+        gate_ok = false;
     }
     conds.push_back({{"type", "Ready"},
                      {"status", gate_ok ? "True" : "False"},
                      {"lastTransitionTime", kube::FormatRfc3339(clock_.Now())}});
     status["conditions"] = conds;
     if (!status.contains("containerStatuses")) {
-      status["containerStatuses"] = {{{"name", "main"},
-                                      {"ready", true},
-                                      {"restartCount", 0},
-                                      {"image", pod["spec"]["containers"][0]["image"]},
-                                      {"imageID", "sha256:aaa"},
-                                      {"containerID", "containerd://" + name + "-0"},
-                                      {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}}};
+      status["containerStatuses"] = {
+          {{"name", "main"},
+           {"ready", true},
+           {"restartCount", 0},
+           {"image", pod["spec"]["containers"][0]["image"]},
+           {"imageID", "sha256:aaa"},
+           {"containerID", "containerd://" + name + "-0"},
+           {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}}};
     }
     ASSERT_TRUE(server_->Put("pods", pod).ok());
   }
@@ -177,19 +156,15 @@ class CloneSetControllerTest : public ::testing::Test {
     if (cs["image"] == pod["spec"]["containers"][0]["image"]) return;
     cs["image"] = pod["spec"]["containers"][0]["image"];
     cs["restartCount"] = cs["restartCount"].get<int>() + 1;
-    cs["containerID"] = "containerd://" + name + "-" + std::to_string(cs["restartCount"].get<int>());
+    cs["containerID"] =
+        "containerd://" + name + "-" + std::to_string(cs["restartCount"].get<int>());
     clock_.Advance(absl::Seconds(2));
     cs["state"] = {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}};
     ASSERT_TRUE(server_->Put("pods", pod).ok());
   }
 
-  bool pre_download_ = false;  // set before SetUp
+  bool pre_download_ = false;                // set before SetUp
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
-  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<CloneSetReconciler> reconciler_;
 };
 
@@ -197,8 +172,9 @@ TEST_F(CloneSetControllerTest, ScaleUpCreatesNamedPodsWithGateRevisionAndPvcs) {
   CreateSet(3, Json::object(),
             {{"volumeClaimTemplates",
               {{{"metadata", {{"name", "data"}}},
-                {"spec", {{"accessModes", {"ReadWriteOnce"}},
-                          {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}}});
+                {"spec",
+                 {{"accessModes", {"ReadWriteOnce"}},
+                  {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}}}}});
   Reconcile();
   auto pods = Pods();
   ASSERT_EQ(pods.size(), 3u);
@@ -251,7 +227,8 @@ TEST_F(CloneSetControllerTest, KruisePodReadyGateStartsTrue) {
   for (const Json& c : updated["status"]["conditions"]) {
     if (c["status"] == "True") true_conditions.insert(c["type"].get<std::string>());
   }
-  EXPECT_THAT(true_conditions, ::testing::UnorderedElementsAre("InPlaceUpdateReady", "KruisePodReady"))
+  EXPECT_THAT(true_conditions,
+              ::testing::UnorderedElementsAre("InPlaceUpdateReady", "KruisePodReady"))
       << updated.dump();
 }
 
@@ -267,8 +244,9 @@ TEST_F(CloneSetControllerTest, StaleCacheNeverCreatesTwice) {
 }
 
 TEST_F(CloneSetControllerTest, ScaleDownDeletesPodsAndTheirPvcs) {
-  CreateSet(3, Json::object(),
-            {{"volumeClaimTemplates", {{{"metadata", {{"name", "data"}}}, {"spec", Json::object()}}}}});
+  CreateSet(
+      3, Json::object(),
+      {{"volumeClaimTemplates", {{{"metadata", {{"name", "data"}}}, {"spec", Json::object()}}}}});
   Reconcile();
   for (const Json& p : Pods()) MakeReady(kube::Name(p));
   PatchSpec({{"replicas", 1}});
@@ -350,11 +328,14 @@ class CloneSetPreDownloadTest : public CloneSetControllerTest {
 // PreDownloadImageForInPlaceUpdate: one ImagePullJob per changed image, once per revision, for
 // the pods not yet updated; gone when every pod is at the new revision.
 TEST_F(CloneSetPreDownloadTest, OneJobPerRevisionDeletedWhenDone) {
-  CreateSet(4, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}},
-            {{"template", {{"metadata", {{"labels", {{"app", "web"}}}}},
-                           {"spec", {{"containers", {{{"name", "main"}, {"image", "app:v1"}},
-                                                     {{"name", "log"}, {"image", "log:v1"}}}},
-                                     {"imagePullSecrets", {{{"name", "regcred"}}}}}}}}});
+  CreateSet(
+      4, {{"type", "InPlaceIfPossible"}, {"maxUnavailable", 1}},
+      {{"template",
+        {{"metadata", {{"labels", {{"app", "web"}}}}},
+         {"spec",
+          {{"containers",
+            {{{"name", "main"}, {"image", "app:v1"}}, {{"name", "log"}, {"image", "log:v1"}}}},
+           {"imagePullSecrets", {{{"name", "regcred"}}}}}}}}});
   Reconcile();
   Reconcile();
   for (const Json& p : Pods()) MakeReady(kube::Name(p));
@@ -395,14 +376,20 @@ TEST_F(CloneSetPreDownloadTest, OneJobPerRevisionDeletedWhenDone) {
           pod["spec"]["containers"][1]["image"] == "log:v2") {
         Json& cs = pod["status"]["containerStatuses"];
         if (cs.size() < 2) {
-          cs.push_back({{"name", "log"}, {"ready", true}, {"restartCount", 0},
-                        {"image", "log:v1"}, {"imageID", "sha256:bbb"},
+          cs.push_back({{"name", "log"},
+                        {"ready", true},
+                        {"restartCount", 0},
+                        {"image", "log:v1"},
+                        {"imageID", "sha256:bbb"},
                         {"containerID", "containerd://" + kube::Name(p) + "-log-0"},
                         {"state", {{"running", {{"startedAt", "2020-01-01T00:00:00Z"}}}}}});
         }
         if (cs[1]["image"] != "log:v2") {
           clock_.Advance(absl::Seconds(2));
-          cs[1] = {{"name", "log"}, {"ready", true}, {"restartCount", 1}, {"image", "log:v2"},
+          cs[1] = {{"name", "log"},
+                   {"ready", true},
+                   {"restartCount", 1},
+                   {"image", "log:v2"},
                    {"imageID", "sha256:ccc"},
                    {"containerID", "containerd://" + kube::Name(p) + "-log-1"},
                    {"state", {{"running", {{"startedAt", kube::FormatRfc3339(clock_.Now())}}}}}};
@@ -533,8 +520,8 @@ TEST_F(CloneSetControllerTest, MarkPodNotReadyThroughKruisePodReady) {
   auto kruise_ready = [&](const std::string& name) -> std::string {
     Json pod = *server_->Get("pods", "default", name);
     for (const Json& c : pod["status"]["conditions"]) {
-      if (c["type"] == "KruisePodReady") return c["status"].get<std::string>() + "/" +
-                                                c.value("reason", "");
+      if (c["type"] == "KruisePodReady")
+        return c["status"].get<std::string>() + "/" + c.value("reason", "");
     }
     return "none";
   };
@@ -555,7 +542,8 @@ TEST_F(CloneSetControllerTest, MarkPodNotReadyThroughKruisePodReady) {
   pod["metadata"]["labels"].erase("example.com/hold");
   ASSERT_TRUE(server_->Put("pods", pod).ok());
   for (int i = 0; i < 10 && kube::Label(*server_->Get("pods", "default", held),
-                                        kLifecycleStateLabel) != kStateNormal; ++i) {
+                                        kLifecycleStateLabel) != kStateNormal;
+       ++i) {
     Reconcile();
     RestartChanged(held);
     MakeReady(held);
@@ -566,7 +554,8 @@ TEST_F(CloneSetControllerTest, MarkPodNotReadyThroughKruisePodReady) {
       ASSERT_TRUE(server_->Put("pods", p).ok());
     }
   }
-  ASSERT_EQ(kube::Label(*server_->Get("pods", "default", held), kLifecycleStateLabel), kStateNormal);
+  ASSERT_EQ(kube::Label(*server_->Get("pods", "default", held), kLifecycleStateLabel),
+            kStateNormal);
   Reconcile();
   EXPECT_EQ(kruise_ready(held), "True/");
   // preDelete with markPodNotReady: scale down holds one pod, not ready.
@@ -596,9 +585,9 @@ TEST_F(CloneSetControllerTest, MarkPodNotReadyThroughKruisePodReady) {
 }
 
 TEST_F(CloneSetControllerTest, AdoptsOrphansAndReleasesMismatches) {
-  Json orphan = {{"metadata", {{"name", "orphan"}, {"namespace", "default"},
-                               {"labels", {{"app", "web"}}}}},
-                 {"spec", {{"containers", {{{"name", "main"}, {"image", "x"}}}}}}};
+  Json orphan = {
+      {"metadata", {{"name", "orphan"}, {"namespace", "default"}, {"labels", {{"app", "web"}}}}},
+      {"spec", {{"containers", {{{"name", "main"}, {"image", "x"}}}}}}};
   ASSERT_TRUE(server_->Seed("pods", orphan).ok());
   CreateSet(1, {{"paused", true}});  // paused: the adopted pod is not replaced by an update
   Reconcile();

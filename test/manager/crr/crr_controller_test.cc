@@ -12,6 +12,7 @@
 #include "kube/resources.h"
 #include "kube/rest_client.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::crr {
@@ -20,19 +21,11 @@ namespace {
 using kube::Json;
 constexpr char kCrrs[] = "containerrecreaterequests.apps.kruise.io";
 
-class CrrControllerTest : public ::testing::Test {
+class CrrControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster();
+    ASSERT_FALSE(HasFatalFailure());
     CrrReconcilerOptions ro;
     ro.clock = &clock_;
     reconciler_ = std::make_unique<CrrReconciler>(client_.get(), &store_, ro);
@@ -96,9 +89,6 @@ class CrrControllerTest : public ::testing::Test {
     return result.ok() ? *result : kube::Result{};
   }
 
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
   kube::Store store_;
   std::unique_ptr<CrrReconciler> reconciler_;
 };

@@ -17,6 +17,7 @@
 #include "kube/rest_client.h"
 #include "manager/inplace/inplace_update.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::daemonset {
@@ -27,34 +28,18 @@ using ::testing::ElementsAre;
 constexpr char kSets[] = "daemonsets.apps.kruise.io";
 constexpr char kRevisions[] = "controllerrevisions.apps";
 
-class AdsControllerTest : public ::testing::Test {
+class AdsControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    server_->RegisterResource({"apps.kruise.io", "v1beta1", "daemonsets", "DaemonSet", true, true});
-    ASSERT_TRUE(server_->Start().ok());
+    StartCluster({{"apps.kruise.io", "v1beta1", "daemonsets", "DaemonSet", true, true}});
+    ASSERT_FALSE(HasFatalFailure());
     for (const std::string n : {"node-a", "node-b", "node-c"}) AddNode(n);
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
     for (kube::InformerOptions& o : AdsInformerOptions()) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+      AddInformer(o);
     }
     reconciler_ = NewReconciler();
     reconciler_->ObserveThrough(informers_[1].get());
-    for (auto& i : informers_) i->Start();
-    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
-  }
-
-  void TearDown() override {
-    for (auto& i : informers_) i->RequestStop();
-    for (auto& i : informers_) i->Stop();
+    SyncInformers();
   }
 
   std::unique_ptr<AdsReconciler> NewReconciler() {
@@ -211,10 +196,6 @@ class AdsControllerTest : public ::testing::Test {
     return kube::Label(pod, "controller-revision-hash").value_or("");
   }
 
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
   std::unique_ptr<AdsReconciler> reconciler_;
 };
 

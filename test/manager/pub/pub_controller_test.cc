@@ -16,6 +16,7 @@
 #include "kube/rest_client.h"
 #include "manager/pub/pub_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::pub {
@@ -25,40 +26,26 @@ using kube::Json;
 constexpr char kPubs[] = "podunavailablebudgets.policy.kruise.io";
 constexpr char kNs[] = "team";
 
-class PubControllerTest : public ::testing::Test {
+class PubControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    server_->RegisterResource(
-        {"policy.kruise.io", "v1alpha1", "podunavailablebudgets", "PodUnavailableBudget", true,
-         true});
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-    kube::EventRecorderOptions eo;
-    eo.clock = &clock_;
-    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    StartCluster({{"policy.kruise.io", "v1alpha1", "podunavailablebudgets", "PodUnavailableBudget",
+                   true, true}});
+    ASSERT_FALSE(HasFatalFailure());
+    StartRecorder();
   }
 
   void StartInformers() {
     pubs_ = std::make_unique<kube::Informer>(client_.get(), &clock_, PubInformerOptions());
-    pods_ =
-        std::make_unique<kube::Informer>(client_.get(), &clock_, SharedInformers::PodOptions());
+    pods_ = std::make_unique<kube::Informer>(client_.get(), &clock_, SharedInformers::PodOptions());
     for (kube::Informer* i : {pubs_.get(), pods_.get()}) i->Start();
     for (kube::Informer* i : {pubs_.get(), pods_.get()}) {
       ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
     }
     PubReconcilerOptions ro;
     ro.clock = &clock_;
-    reconciler_ = std::make_unique<PubReconciler>(client_.get(), PubInformers{pubs_.get(), pods_.get()},
-                                                  recorder_.get(), ro);
+    reconciler_ = std::make_unique<PubReconciler>(
+        client_.get(), PubInformers{pubs_.get(), pods_.get()}, recorder_.get(), ro);
   }
 
   void TearDown() override {
@@ -101,10 +88,6 @@ class PubControllerTest : public ::testing::Test {
   absl::StatusOr<kube::Result> Reconcile() { return reconciler_->Reconcile({kNs, "web-pub"}); }
   Json Status() { return (*server_->Get(kPubs, kNs, "web-pub"))["status"]; }
 
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<kube::Informer> pubs_, pods_;
   std::unique_ptr<PubReconciler> reconciler_;
 };
@@ -136,14 +119,20 @@ TEST_F(PubControllerTest, DeploymentTargetOverCacheStubs) {
                    {"selector", {{"matchLabels", {{"app", "web"}}}}},
                    {"template", Json::object()}}}};
   ASSERT_TRUE(server_->Seed("deployments.apps", deploy).ok());
-  const Json rs = {{"apiVersion", "apps/v1"}, {"kind", "ReplicaSet"}, {"name", "web-h1"},
-                   {"uid", "rs-uid"},         {"controller", true}};
+  const Json rs = {{"apiVersion", "apps/v1"},
+                   {"kind", "ReplicaSet"},
+                   {"name", "web-h1"},
+                   {"uid", "rs-uid"},
+                   {"controller", true}};
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(server_->Seed("pods", Pod("web-" + std::to_string(i), rs, i != 0)).ok());
   }
   // Selected by the Deployment's selector but owned by a StatefulSet: not its pod.
-  const Json sts = {{"apiVersion", "apps/v1"}, {"kind", "StatefulSet"}, {"name", "other"},
-                    {"uid", "sts-uid"},        {"controller", true}};
+  const Json sts = {{"apiVersion", "apps/v1"},
+                    {"kind", "StatefulSet"},
+                    {"name", "other"},
+                    {"uid", "sts-uid"},
+                    {"controller", true}};
   ASSERT_TRUE(server_->Seed("pods", Pod("other-0", sts)).ok());
   SeedPub({{"targetRef", {{"apiVersion", "apps/v1"}, {"kind", "Deployment"}, {"name", "web"}}},
            {"minAvailable", "60%"}});

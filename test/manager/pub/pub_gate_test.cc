@@ -13,6 +13,7 @@
 #include "kube/rest_client.h"
 #include "manager/pub/pub_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::pub {
@@ -24,22 +25,12 @@ using ::testing::HasSubstr;
 constexpr char kPubs[] = "podunavailablebudgets.policy.kruise.io";
 constexpr char kNs[] = "team";
 
-class PubDisruptionGateTest : public ::testing::Test {
+class PubDisruptionGateTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    server_->RegisterResource({"policy.kruise.io", "v1alpha1", "podunavailablebudgets",
-                               "PodUnavailableBudget", true, true});
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster({{"policy.kruise.io", "v1alpha1", "podunavailablebudgets", "PodUnavailableBudget",
+                   true, true}});
+    ASSERT_FALSE(HasFatalFailure());
     gate_ = std::make_unique<PubDisruptionGate>(&cache_, client_.get(), &clock_,
                                                 std::vector<std::string>{"kube-system", "ks"});
     pods_ = std::make_unique<webhook::ApiPodReader>(client_.get());
@@ -78,9 +69,6 @@ class PubDisruptionGateTest : public ::testing::Test {
   }
   Json StoredStatus() { return (*server_->Get(kPubs, kNs, "web-pub"))["status"]; }
 
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
   PubCache cache_;
   std::unique_ptr<PubDisruptionGate> gate_;
   std::unique_ptr<webhook::ApiPodReader> pods_;

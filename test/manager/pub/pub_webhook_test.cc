@@ -12,6 +12,7 @@
 #include "kube/object.h"
 #include "kube/rest_client.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::pub {
@@ -22,23 +23,12 @@ using ::testing::HasSubstr;
 constexpr char kPubs[] = "podunavailablebudgets.policy.kruise.io";
 constexpr char kNs[] = "team";
 
-class PubPodValidatorTest : public ::testing::Test {
+class PubPodValidatorTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    server_->RegisterResource(
-        {"policy.kruise.io", "v1alpha1", "podunavailablebudgets", "PodUnavailableBudget", true,
-         true});
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster({{"policy.kruise.io", "v1alpha1", "podunavailablebudgets", "PodUnavailableBudget",
+                   true, true}});
+    ASSERT_FALSE(HasFatalFailure());
     pods_ = std::make_unique<webhook::ApiPodReader>(client_.get());
     PubPodValidatorOptions o;
     o.clock = &clock_;
@@ -49,16 +39,17 @@ class PubPodValidatorTest : public ::testing::Test {
 
   // PUB "web-pub" over app=web with `allowed` of 3 desired available.
   Json SeedPub(int allowed) {
-    Json pub = {{"apiVersion", "policy.kruise.io/v1alpha1"},
-                {"kind", "PodUnavailableBudget"},
-                {"metadata", {{"name", "web-pub"}, {"namespace", kNs}}},
-                {"spec", {{"selector", {{"matchLabels", {{"app", "web"}}}}}, {"maxUnavailable", 1}}},
-                {"status",
-                 {{"observedGeneration", 1},
-                  {"unavailableAllowed", allowed},
-                  {"currentAvailable", 3 + allowed},
-                  {"desiredAvailable", 3},
-                  {"totalReplicas", 4}}}};
+    Json pub = {
+        {"apiVersion", "policy.kruise.io/v1alpha1"},
+        {"kind", "PodUnavailableBudget"},
+        {"metadata", {{"name", "web-pub"}, {"namespace", kNs}}},
+        {"spec", {{"selector", {{"matchLabels", {{"app", "web"}}}}}, {"maxUnavailable", 1}}},
+        {"status",
+         {{"observedGeneration", 1},
+          {"unavailableAllowed", allowed},
+          {"currentAvailable", 3 + allowed},
+          {"desiredAvailable", 3},
+          {"totalReplicas", 4}}}};
     auto stored = server_->Seed(kPubs, pub);
     EXPECT_TRUE(stored.ok()) << stored.status();
     cache_.Upsert(*stored);
@@ -87,9 +78,6 @@ class PubPodValidatorTest : public ::testing::Test {
 
   Json StoredStatus() { return (*server_->Get(kPubs, kNs, "web-pub"))["status"]; }
 
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
   std::unique_ptr<webhook::ApiPodReader> pods_;
   PubCache cache_;
   std::unique_ptr<PubPodValidator> validator_;

@@ -23,6 +23,7 @@
 #include "manager/sidecarset/sidecarset_upgrade.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 #include "test/manager/inplace/fake_disruption_gate.h"
 
@@ -33,27 +34,16 @@ using kube::Json;
 constexpr char kSets[] = "sidecarsets.apps.kruise.io";
 constexpr char kNs[] = "team";
 
-class SidecarSetControllerTest : public ::testing::Test {
+class SidecarSetControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster();
+    ASSERT_FALSE(HasFatalFailure());
     for (kube::InformerOptions o :
          {SidecarSetInformerOptions(), SharedInformers::PodOptions(), NamespaceInformerOptions()}) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+      AddInformer(o);
     }
-    kube::EventRecorderOptions eo;
-    eo.clock = &clock_;
-    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    StartRecorder();
     SidecarSetReconcilerOptions ro;
     ro.clock = &clock_;
     ro.disruption_gate = gate_;
@@ -62,14 +52,7 @@ class SidecarSetControllerTest : public ::testing::Test {
         SidecarSetInformers{informers_[0].get(), informers_[1].get(), informers_[2].get()},
         recorder_.get(), ro);
     reconciler_->ObserveThrough(informers_[1].get());
-    for (auto& i : informers_) i->Start();
-    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
-  }
-
-  void TearDown() override {
-    recorder_.reset();
-    for (auto& i : informers_) i->RequestStop();
-    for (auto& i : informers_) i->Stop();
+    SyncInformers();
   }
 
   // SidecarSet "log-set": sidecar "log" into pods labelled app=web of namespace team.
@@ -251,11 +234,6 @@ class SidecarSetControllerTest : public ::testing::Test {
   }
 
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::vector<std::unique_ptr<kube::Informer>> informers_;  // sets, pods, namespaces
-  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<SidecarSetReconciler> reconciler_;
 };
 
@@ -517,8 +495,9 @@ TEST(SidecarSetsOfPod, ReadsTheInjectedList) {
   EXPECT_THAT(names, ::testing::ElementsAre("a", "b", "c"));
   EXPECT_THAT(SidecarSetsOfPod(Json::object()), ::testing::IsEmpty());
   // The pod cache's index reads the list the same way (the controller looks pods up by it).
-  EXPECT_THAT(SharedInformers::PodOptions().indexers[SharedInformers::kInjectedSidecarSetIndex](pod),
-              ::testing::ElementsAre("a", "b", "c"));
+  EXPECT_THAT(
+      SharedInformers::PodOptions().indexers[SharedInformers::kInjectedSidecarSetIndex](pod),
+      ::testing::ElementsAre("a", "b", "c"));
 }
 
 // The same with the revision history kept (informer of SidecarSet ControllerRevisions in
@@ -529,25 +508,14 @@ class SidecarSetRevisionControllerTest : public SidecarSetControllerTest {
   static constexpr char kManagerNs[] = "kruise-system";
 
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster();
+    ASSERT_FALSE(HasFatalFailure());
     for (kube::InformerOptions o :
          {SidecarSetInformerOptions(), SharedInformers::PodOptions(), NamespaceInformerOptions(),
           SidecarSetRevisionInformerOptions(kManagerNs)}) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+      AddInformer(o);
     }
-    kube::EventRecorderOptions eo;
-    eo.clock = &clock_;
-    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    StartRecorder();
     SidecarSetReconcilerOptions ro;
     ro.clock = &clock_;
     ro.manager_namespace = kManagerNs;
@@ -557,8 +525,7 @@ class SidecarSetRevisionControllerTest : public SidecarSetControllerTest {
                             informers_[3].get()},
         recorder_.get(), ro);
     reconciler_->ObserveThrough(informers_[1].get());
-    for (auto& i : informers_) i->Start();
-    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
+    SyncInformers();
   }
 
   // Reconciles once the revision cache holds what the server holds (then the set and pods).
