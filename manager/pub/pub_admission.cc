@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "kube/deployment_naming.h"
 #include "kube/object.h"
 
 namespace kruise::manager::pub {
@@ -156,8 +157,7 @@ bool PubCoversPod(const Pub& pub, const Json& pod) {
   if (owner->kind != OwnerKindOfTarget(t)) return false;
   if (owner->kind == t.kind) return owner->name == t.name;
   // A Deployment's pod: its ReplicaSet is <deployment>-<pod-template-hash>.
-  auto hash = kube::Label(pod, "pod-template-hash");
-  return hash && !hash->empty() && owner->name == absl::StrCat(t.name, "-", *hash);
+  return kube::DeploymentOfReplicaSetPod(pod, owner->name) == t.name;
 }
 
 }  // namespace kruise::manager::pub

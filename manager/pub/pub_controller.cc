@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "kube/errors.h"
+#include "kube/deployment_naming.h"
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/pub/pub_admission.h"
@@ -122,9 +123,8 @@ absl::StatusOr<PubReconciler::Covered> PubReconciler::PodsOf(const Pub& pub, con
       if (owner_kind == t.kind) {
         mine = owner->uid == uid;
       } else {  // a Deployment's ReplicaSet
-        auto hash = kube::Label(*p, "pod-template-hash");
-        mine = owner->kind == owner_kind && hash &&
-               owner->name == absl::StrCat(t.name, "-", *hash);
+        mine = owner->kind == owner_kind &&
+               kube::DeploymentOfReplicaSetPod(*p, owner->name) == t.name;
       }
     } else {
       mine = ControllerKind(*p) == owner_kind;  // a stub: the kind is all it keeps
