@@ -150,6 +150,7 @@ WEBHOOK_PATHS = {
     "vpod.kb.io": "/validate-pod",
     "vpodeviction.kb.io": "/validate-pod",
     "vpodunavailablebudget.kb.io": "/validate-policy-kruise-io-podunavailablebudget",
+    "vworkloadspread.kb.io": "/validate-apps-kruise-io-v1alpha1-workloadspread",
 }
 
 # The pod webhooks: one failurePolicy (Ignore by default, Fail in strict-pods), a short timeout and
