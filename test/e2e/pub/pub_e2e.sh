@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# PodUnavailableBudget end to end on ../shared/kube-local (GitHub issue 17): the real API server
+# calls our pod webhook (/validate-pod, failurePolicy Ignore) on deletes and evictions, our
+# controller keeps the budget's status. One kruise-manager runs on the host (webhooks by URL, as
+# test/e2e/manager explains); pods are hostNetwork, as kube-local has no pod network.
+#
+#   1. deploy/overlays/kube-local without the DaemonSet and the manager Deployment; the manager;
+#   2. a Deployment of 4 pods (Ready 6 s after they start) and a PUB maxUnavailable 1 over them:
+#      status.unavailableAllowed 1; `kubectl delete --dry-run=server` of a pod passes and changes
+#      nothing (pod, budget);
+#   3. one pod deleted: allowed, the budget spent; a second at once: denied with
+#      the PUB's readable 403; its eviction (the eviction subresource) denied too while spent;
+#   4. kube-system: a pod there under a PUB of minAvailable 1 is deleted all the same;
+#   5. the budget recovers (unavailableAllowed 1, disruptedPods empty) once the replacement is Ready;
+#   6. a second PUB whose selector overlaps the first is refused;
+#   7. the budget spent again, the manager stopped (the replicas scaled to 0): a pod delete still
+#      passes (failurePolicy Ignore).
+#
+# Everything it creates is deleted again, also on failure (namespace, the kube-system pod and PUB,
+# manager, webhook configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are
+# left. Usage: pub_e2e.sh KRUISE_MANAGER_BINARY
+# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_KEEP_WORK=1 (keep the work dir),
+# KRUISE_E2E_PUB_PORT_BASE (default 16520; base..base+2: webhook, health, metrics).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+T0=$SECONDS
+# shellcheck source=../lib.sh
+. "$ROOT/test/e2e/lib.sh"
+[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
+MANAGER=$(readlink -f "$1")
+kube_local_preflight jq curl python3
+
+BASE=${KRUISE_E2E_PUB_PORT_BASE:-16520}
+NS=kruise-e2e-pub
+SYS_NAME=kruise-e2e-pub-system # the pod and PUB in kube-system
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pub-e2e.XXXXXX")
+
+require_free_ports KRUISE_E2E_PUB_PORT_BASE $(seq "$BASE" $((BASE + 2)))
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$rc" != 0 ]; then
+    say "pods:"
+    k -n "$NS" get pods -o wide 2>/dev/null | sed 's/^/    /'
+    say "budgets:"
+    k -n "$NS" get pub -o yaml 2>/dev/null | grep -A20 '^  status:' | sed 's/^/    /'
+    say "manager log (tail):"
+    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
+  fi
+  k -n kube-system delete pub "$SYS_NAME" --ignore-not-found >/dev/null 2>&1
+  k -n kube-system delete pod "$SYS_NAME" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
+  delete_test_deployment "$WORK" "$NS"
+  if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# --- helpers -------------------------------------------------------------------------------------
+pub_json() { k -n "$NS" get pub "$1" -o json; }
+# jq over the PUB NAME; succeeds when the expression is true.
+pub_is() { [ "$(pub_json "$1" 2>/dev/null | jq -r "$2")" = true ]; }
+# Live (not deleted) pods of the Deployment, "name ready" sorted.
+live_pods() {
+  k -n "$NS" get pods -l app=web -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | "\(.metadata.name) \(any(.status.conditions[]?; .type == "Ready" and .status == "True"))"' | sort
+}
+ready_pods() { [ "$(live_pods | awk '$2 == "true"' | wc -l)" = "$1" ] && [ "$(live_pods | wc -l)" = "$1" ]; }
+recovered() {
+  ready_pods 4 && pub_is web '.status.unavailableAllowed == 1 and .status.currentAvailable == 4
+    and .status.desiredAvailable == 3 and .status.totalReplicas == 4
+    and ((.status.disruptedPods // {}) | length) == 0
+    and .status.observedGeneration == .metadata.generation'
+}
+# A Deployment of REPLICAS busybox pods, hostNetwork, Ready 6 s after start (the window in which a
+# deleted pod's replacement is not yet available, so the budget stays spent).
+deployment_yaml() {
+  cat <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: $KUBE_LOCAL_BUSYBOX_IMAGE
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+        readinessProbe:
+          exec:
+            command: ["true"]
+          initialDelaySeconds: 6
+          periodSeconds: 1
+EOF
+}
+pub_yaml() { # NAME SELECTOR-LABELS(json) BUDGET-FIELD
+  cat <<EOF
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata:
+  name: $1
+spec:
+  selector:
+    matchLabels: $2
+  $3
+EOF
+}
+# delete_pod POD [ARGS...]: kubectl delete (not waiting); the output in $WORK/delete.log.
+delete_pod() {
+  local pod=$1
+  shift
+  k -n "$NS" delete pod "$pod" --wait=false "$@" >"$WORK/delete.log" 2>&1
+}
+
+# --- 1 -------------------------------------------------------------------------------------------
+step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
+deploy_manager_objects "$WORK" "$NS"
+k wait --for condition=established --timeout=60s crd/podunavailablebudgets.policy.kruise.io >/dev/null ||
+  die "the PodUnavailableBudget CRD is not established"
+start_host_manager "$MANAGER" "$WORK" "$BASE"
+step_done "manager ready"
+
+# --- 2 -------------------------------------------------------------------------------------------
+step 2 "a Deployment of 4 pods under a PUB of maxUnavailable 1"
+deployment_yaml >"$WORK/deployment.yaml"
+k -n "$NS" apply -f "$WORK/deployment.yaml" >/dev/null || die "creating the Deployment"
+pub_yaml web '{"app": "web"}' "maxUnavailable: 1" >"$WORK/pub.yaml"
+k -n "$NS" apply -f "$WORK/pub.yaml" >"$WORK/apply.log" 2>&1 || die "creating the PUB: $(cat "$WORK/apply.log")"
+wait_for 120 "4 Ready pods and unavailableAllowed 1" recovered
+mapfile -t PODS < <(live_pods | cut -d' ' -f1)
+delete_pod "${PODS[0]}" --dry-run=server || die "a server-side dry run of a delete was denied: $(cat "$WORK/delete.log")"
+k -n "$NS" get pod "${PODS[0]}" -o jsonpath='{.metadata.deletionTimestamp}' >"$WORK/dts" ||
+  die "${PODS[0]} is gone after a dry run"
+[ ! -s "$WORK/dts" ] || die "${PODS[0]} is being deleted after a dry run"
+# The webhook writes the budget before it answers: a dry run that spent it would show already.
+pub_is web '.status.unavailableAllowed == 1 and ((.status.disruptedPods // {}) | length) == 0' ||
+  die "a dry run changed the budget: $(pub_json web | jq -c .status)"
+step_done "unavailableAllowed 1 over 4 Ready pods; a server-side dry-run delete passed and changed nothing"
+
+# --- 3 -------------------------------------------------------------------------------------------
+step 3 "one delete allowed, a second at once denied (also as an eviction)"
+delete_pod "${PODS[0]}" || die "deleting ${PODS[0]} was refused: $(cat "$WORK/delete.log")"
+if delete_pod "${PODS[1]}"; then
+  die "a second delete within the budget of 1 was allowed"
+fi
+grep -q 'Error from server (Forbidden)' "$WORK/delete.log" &&
+  grep -q "podunavailablebudget.policy.kruise.io \"web\" is forbidden" "$WORK/delete.log" ||
+  die "denied without the PUB's reason: $(cat "$WORK/delete.log")"
+denial=$(grep -o 'denied the request: .*' "$WORK/delete.log" | head -c 220)
+# The webhook records the pod in disruptedPods; the controller drops it again as soon as it sees the
+# pod terminating (then counted unavailable), as OpenKruise's does: either way the budget is spent.
+pub_is web ".status.unavailableAllowed == 0 and ((.status.disruptedPods // {} | has(\"${PODS[0]}\"))
+  or .status.currentAvailable == 3)" || die "the first delete is not accounted: $(pub_json web | jq -c .status)"
+grep -q "DELETE of pod $NS/${PODS[0]} allowed by PodUnavailableBudget web" "$WORK/manager.log" ||
+  die "the webhook did not judge the first delete"
+cat >"$WORK/eviction.json" <<EOF
+{"apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": {"name": "${PODS[1]}", "namespace": "$NS"}}
+EOF
+if k create --raw "/api/v1/namespaces/$NS/pods/${PODS[1]}/eviction" -f "$WORK/eviction.json" \
+  >"$WORK/evict.log" 2>&1; then
+  die "an eviction with the budget spent was allowed"
+fi
+grep -q 'Error from server (Forbidden)' "$WORK/evict.log" &&
+  grep -q "podunavailablebudget.policy.kruise.io \"web\" is forbidden" "$WORK/evict.log" ||
+  die "eviction denied without the PUB's reason: $(cat "$WORK/evict.log")"
+[ -z "$(k -n "$NS" get pod "${PODS[1]}" -o jsonpath='{.metadata.deletionTimestamp}')" ] ||
+  die "${PODS[1]} is being deleted although both requests were denied"
+step_done "${PODS[0]} deleted, the budget spent; ${PODS[1]} kept (delete and eviction 403): $denial"
+
+# --- 4 -------------------------------------------------------------------------------------------
+step 4 "pods in kube-system are never judged"
+cat >"$WORK/system.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $SYS_NAME
+  namespace: kube-system
+  labels:
+    app: $SYS_NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: $KUBE_LOCAL_BUSYBOX_IMAGE
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+EOF
+k apply -f "$WORK/system.yaml" >/dev/null || die "creating the kube-system pod"
+pub_yaml "$SYS_NAME" "{\"app\": \"$SYS_NAME\"}" "minAvailable: 1" | sed 's/^  name: .*/&\n  namespace: kube-system/' \
+  >"$WORK/system-pub.yaml"
+k apply -f "$WORK/system-pub.yaml" >"$WORK/apply.log" 2>&1 || die "creating the kube-system PUB: $(cat "$WORK/apply.log")"
+system_pod_ready() {
+  [ "$(k -n kube-system get pod "$SYS_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+wait_for 60 "the kube-system pod Ready" system_pod_ready
+# The budget is spent (the one pod must stay): a judged delete would be denied.
+system_pub_spent() {
+  [ "$(k -n kube-system get pub "$SYS_NAME" -o json | jq -r '.status.desiredAvailable == 1
+    and .status.currentAvailable == 1 and .status.unavailableAllowed == 0')" = true ]
+}
+wait_for 60 "the kube-system budget computed (unavailableAllowed 0)" system_pub_spent
+k -n kube-system delete pod "$SYS_NAME" --wait=false >"$WORK/delete.log" 2>&1 ||
+  die "a kube-system pod delete was denied: $(cat "$WORK/delete.log")"
+k -n kube-system delete pub "$SYS_NAME" >/dev/null 2>&1
+step_done "the kube-system pod was deleted although its budget (minAvailable 1) was spent"
+
+# --- 5 -------------------------------------------------------------------------------------------
+step 5 "the budget recovers once the replacement is Ready"
+wait_for 120 "unavailableAllowed 1 again, disruptedPods empty" recovered
+step_done "unavailableAllowed 1, disruptedPods empty"
+
+# --- 6 -------------------------------------------------------------------------------------------
+step 6 "a second PUB with an overlapping selector is refused"
+# OpenKruise's loose overlap: the same keys with values in common (app In [web, api] meets
+# app=web); a selector with a key the other lacks does not count as overlapping there nor here.
+cat >"$WORK/pub2.yaml" <<EOF
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata:
+  name: web-2
+spec:
+  selector:
+    matchExpressions:
+    - {key: app, operator: In, values: [web, api]}
+  maxUnavailable: 2
+EOF
+if k -n "$NS" apply -f "$WORK/pub2.yaml" >"$WORK/apply.log" 2>&1; then
+  die "an overlapping PUB was admitted"
+fi
+grep -q 'overlap' "$WORK/apply.log" || die "refused without naming the overlap: $(cat "$WORK/apply.log")"
+step_done "refused: $(grep -o 'denied the request: .*' "$WORK/apply.log" | head -c 200)"
+
+# --- 7 -------------------------------------------------------------------------------------------
+step 7 "with the manager stopped, a delete passes (failurePolicy Ignore)"
+mapfile -t PODS < <(live_pods | cut -d' ' -f1)
+delete_pod "${PODS[0]}" || die "deleting ${PODS[0]} was refused: $(cat "$WORK/delete.log")"
+pub_is web '.status.unavailableAllowed == 0' || die "the budget is not spent: $(pub_json web | jq -c .status)"
+kill "$MANAGER_PID" && wait "$MANAGER_PID" 2>/dev/null
+MANAGER_PID=
+t=$(now_ms)
+delete_pod "${PODS[1]}" || die "with no manager the delete was refused: $(cat "$WORK/delete.log")"
+step_done "${PODS[1]} deleted in $(secs $(($(now_ms) - t)))s with the budget spent and no manager"
+
+say "all steps passed:"
+for r in "${RESULTS[@]}"; do echo "  $r"; done
