@@ -39,6 +39,7 @@
 #include "manager/webhook/readiness.h"
 #include "manager/webhook/server.h"
 #include "manager/workload/workload_admission.h"
+#include "manager/workloadspread/ws_webhook.h"
 #include "prometheus/registry.h"
 
 namespace kruise::manager {
@@ -416,6 +417,16 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   // (Its informers are attached below, once the shared informers exist.)
   sidecarset::SidecarSetCache sidecarset_cache(cfg.namespace_name);
   std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators;
+  // WorkloadSpread: its validating webhook and, before the SidecarSet injector (OpenKruise's
+  // order), the subset injection on pod CREATE; both read the WorkloadSpreads from a cache fed by
+  // a shared informer (attached below).
+  workloadspread::WorkloadSpreadCache ws_cache;
+  const bool ws_served = workloadspread::RegisterWorkloadSpreadHandlers(
+      &handlers, &ws_cache, client.get(), gates.Enabled("WorkloadSpread"));
+  if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
+    pod_mutators.push_back(
+        std::make_unique<workloadspread::WorkloadSpreadInjector>(&ws_cache, client.get(), clock));
+  }
   bool inject_sidecars = false;
   if (gates.Enabled("PodWebhook")) {
     kube::ListOptions probe;
@@ -541,6 +552,10 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
         }));
   }
   if (pub_served) pub_cache.Attach(shared.Named(pub::kPubInformer, &pub::PubInformerOptions));
+  if (ws_served) {
+    ws_cache.Attach(shared.Named(workloadspread::kWorkloadSpreadInformer,
+                                 &workloadspread::WorkloadSpreadInformerOptions));
+  }
   // Our own rollouts (CloneSet, Advanced StatefulSet, SidecarSet) ask the PUBs before taking a
   // pod down, under the gate OpenKruise's CloneSet asks them under.
   std::unique_ptr<pub::PubDisruptionGate> pub_gate;
