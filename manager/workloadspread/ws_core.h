@@ -89,6 +89,8 @@
 //    is the formula OpenKruise's user manual documents; its first release wrote flat 100 / -100
 //    / 0 (no maxReplicas).
 //
+// The pod CREATE mutator and the validating handler now exist (ws_webhook.h, which says where they
+// differ from the design below); pod DELETE/eviction (RecordDeletion) does not yet.
 // Not here (the next slice), as designed:
 //  - Pod webhook mutator (every replica; after the readiness gate, before the SidecarSet injector,
 //    OpenKruise's order): one WorkloadSpread informer (SharedInformers::Named) feeding an immutable
