@@ -666,4 +666,18 @@ std::string LabelSelector::ToString() const {
   return absl::StrJoin(parts, ",");
 }
 
+absl::StatusOr<Json> PatchIfUnchanged(KubeClient* client, const Resource& resource, const Json& obj,
+                                      const Json& ops, const std::string& subresource) {
+  auto result =
+      client->Patch(resource, Namespace(obj), Name(obj), PatchType::kJson, ops, subresource);
+  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
+    auto now = client->Get(resource, Namespace(obj), Name(obj));
+    if (now.ok() && ResourceVersion(*now) != ResourceVersion(obj)) {
+      return absl::AbortedError(
+          absl::StrCat(resource.kind, " ", Name(obj), " changed since the cache saw it; retrying"));
+    }
+  }
+  return result;
+}
+
 }  // namespace kruise::kube

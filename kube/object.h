@@ -150,4 +150,12 @@ class LabelSelector {
   std::vector<Requirement> requirements_;
 };
 
+// A JSON patch of `obj` as the caller's cache saw it, whose `ops` begin with a `test` of
+// /metadata/resourceVersion (optimistic concurrency without reading first). The real API server
+// answers a failed test with a bare 422 Invalid, like a bad patch; this tells the two apart by
+// reading the object again: when its resourceVersion moved, ABORTED (a conflict: plan again on a
+// fresher cache). Any other result is Patch's. `obj` must name its namespace (if any) and name.
+absl::StatusOr<Json> PatchIfUnchanged(KubeClient* client, const Resource& resource, const Json& obj,
+                                      const Json& ops, const std::string& subresource = "");
+
 }  // namespace kruise::kube

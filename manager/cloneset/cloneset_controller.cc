@@ -150,18 +150,8 @@ void CloneSetReconciler::Event(const Json& cs, bool warning, const std::string& 
 
 absl::StatusOr<Json> CloneSetReconciler::PatchPod(const Json& pod, const Json& ops,
                                                   const std::string& subresource) {
-  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                               kube::PatchType::kJson, ops, subresource);
-  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
-    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
-    // bad patch by looking at the pod now.
-    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
-    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
-      return absl::AbortedError(absl::StrCat("pod ", kube::Name(pod),
-                                             " changed since the cache saw it; retrying"));
-    }
-  }
-  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  ASSIGN_OR_RETURN(Json patched,
+                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
 }
@@ -202,22 +192,24 @@ absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
     }
     auto st = PatchPod(*p, ops);
     if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-    Event(cs, false, "ReleasedPod", absl::StrCat("released pod ", kube::Name(*p),
-                                                 ": it no longer matches the selector"));
+    Event(cs, false, "ReleasedPod",
+          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
   }
   if (kube::IsBeingDeleted(cs)) return out;
   ASSIGN_OR_RETURN(auto in_ns, inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex,
                                                           kube::Namespace(cs)));
   for (const auto& p : in_ns) {
-    if (seen.count(kube::Name(*p)) || kube::HasController(*p) ||
-        kube::IsBeingDeleted(*p) || !selector.MatchesObject(*p)) {
+    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
+        !selector.MatchesObject(*p)) {
       continue;
     }
     Json ops = Json::array({TestRv(*p)});
     if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
-      ops.push_back({{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
+      ops.push_back(
+          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
     }
-    ops.push_back({{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", OwnerRefJson(cs)}});
+    ops.push_back(
+        {{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", OwnerRefJson(cs)}});
     auto adopted = PatchPod(*p, ops);
     if (!adopted.ok()) {
       if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
@@ -230,7 +222,8 @@ absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
 }
 
 absl::StatusOr<std::optional<Json>> CloneSetReconciler::SyncRevisions(Context& ctx) {
-  ASSIGN_OR_RETURN(auto owned, inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
+  ASSIGN_OR_RETURN(auto owned,
+                   inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
   for (const auto& r : owned) ctx.revisions.push_back(*r);
   std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
     return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
@@ -291,7 +284,8 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
   std::set<std::string> existing_pvcs;
   std::vector<std::string> free_ids;  // instance ids whose PVCs outlived their pod: reuse them
   {
-    ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
+    ASSIGN_OR_RETURN(auto pvcs,
+                     inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
     std::set<std::string> pod_ids;
     for (const Json& p : ctx.pods) {
       if (auto id = kube::Label(p, kInstanceIdLabel)) pod_ids.insert(*id);
@@ -325,7 +319,7 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
       const std::string name = absl::StrCat(cs_name, "-", id);
       Json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
       Json meta = tmpl.contains("metadata") && tmpl["metadata"].is_object() ? tmpl["metadata"]
-                                                                           : Json::object();
+                                                                            : Json::object();
       meta.erase("creationTimestamp");
       meta["name"] = name;
       meta["namespace"] = ns;
@@ -346,7 +340,8 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
       }
       // PVCs first, then the pod mounting them.
       if (vcts != nullptr && vcts->is_array()) {
-        if (!spec.contains("volumes") || !spec["volumes"].is_array()) spec["volumes"] = Json::array();
+        if (!spec.contains("volumes") || !spec["volumes"].is_array())
+          spec["volumes"] = Json::array();
         for (const Json& vct : *vcts) {
           const std::string vct_name = kube::Name(vct);
           if (vct_name.empty()) continue;
@@ -365,7 +360,8 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
           Json pmeta = vct.contains("metadata") ? vct["metadata"] : Json::object();
           pmeta["name"] = claim;
           pmeta["namespace"] = ns;
-          if (!pmeta.contains("labels") || !pmeta["labels"].is_object()) pmeta["labels"] = Json::object();
+          if (!pmeta.contains("labels") || !pmeta["labels"].is_object())
+            pmeta["labels"] = Json::object();
           for (const auto& [k, v] : pod["metadata"]["labels"].items()) {
             if (k != revision::kControllerRevisionHashLabel && k != kLifecycleStateLabel) {
               pmeta["labels"][k] = v;
@@ -404,9 +400,9 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
 }
 
 absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool ready,
-                                                            const std::string& reason,
-                                                            const std::string& message,
-                                                            absl::Time now) {
+                                                           const std::string& reason,
+                                                           const std::string& message,
+                                                           absl::Time now) {
   if (!HasReadinessGate(pod, kube::kKruisePodReadyCondition)) return pod;
   const Json* c = FindCondition(pod, kube::kKruisePodReadyCondition);
   const char* status = ready ? "True" : "False";
@@ -415,12 +411,12 @@ absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool
   }
   Json ops = Json::array({TestRv(pod)});
   AppendConditionOps(pod,
-               {{{"type", kube::kKruisePodReadyCondition},
-                 {"status", status},
-                 {"reason", reason},
-                 {"message", message},
-                 {"lastTransitionTime", kube::FormatRfc3339(now)}}},
-               &ops);
+                     {{{"type", kube::kKruisePodReadyCondition},
+                       {"status", status},
+                       {"reason", reason},
+                       {"message", message},
+                       {"lastTransitionTime", kube::FormatRfc3339(now)}}},
+                     &ops);
   return PatchPod(pod, ops, "status");
 }
 
@@ -431,7 +427,7 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
     Json ops = Json::array({TestRv(pod)});
     AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingDelete}}, &ops);
     AppendMapOps(pod, "/metadata/annotations",
-           {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
+                 {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
     ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
     if (ctx.spec.pre_delete->mark_pod_not_ready) {
       RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingDelete,
@@ -458,7 +454,8 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
   // Its PVCs go with it.
   auto id = kube::Label(pod, kInstanceIdLabel);
   if (!id.has_value()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto pvcs, inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
+  ASSIGN_OR_RETURN(auto pvcs,
+                   inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
   for (const auto& pvc : pvcs) {
     if (kube::Label(*pvc, kInstanceIdLabel) != id || kube::IsBeingDeleted(*pvc)) continue;
     scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(*pvc));
@@ -619,8 +616,8 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
       }
       return std::nullopt;
     };
-    inplace::InPlaceUpdateCheck check = inplace::CheckInPlaceUpdate(
-        pod, ctx.spec.grace_period_seconds, ctx.now, revision_template);
+    inplace::InPlaceUpdateCheck check =
+        inplace::CheckInPlaceUpdate(pod, ctx.spec.grace_period_seconds, ctx.now, revision_template);
     using Step = inplace::InPlaceUpdateCheck::Step;
     if (check.step == Step::kInGrace) continue;
     if (check.step == Step::kGraceOver) {
@@ -806,7 +803,8 @@ absl::Status CloneSetReconciler::WriteStatus(Context& ctx) {
     if (it == conditions.end()) {
       conditions.push_back(std::move(c));
     } else if ((*it).value("message", "") != c["message"] || (*it).value("status", "") != "True") {
-      if ((*it).value("status", "") == "True") c["lastTransitionTime"] = (*it)["lastTransitionTime"];
+      if ((*it).value("status", "") == "True")
+        c["lastTransitionTime"] = (*it)["lastTransitionTime"];
       *it = std::move(c);
     }
   }
@@ -1019,8 +1017,8 @@ class CloneSetGroup : public ControllerGroup {
     controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
                          std::vector<kube::Request> out;
                          if (kube::HasController(pod)) return out;
-                         auto in_ns = sets->store().ByIndex(kube::kNamespaceIndex,
-                                                            kube::Namespace(pod));
+                         auto in_ns =
+                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
                          if (!in_ns.ok()) return out;
                          for (const auto& cs : *in_ns) {
                            const Json* s = kube::FindPath(*cs, {"spec", "selector"});

@@ -208,18 +208,8 @@ void AdsReconciler::Event(const Json& set, bool warning, const std::string& reas
 
 absl::StatusOr<Json> AdsReconciler::PatchPod(const Json& pod, const Json& ops,
                                              const std::string& subresource) {
-  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                               kube::PatchType::kJson, ops, subresource);
-  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
-    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
-    // bad patch by looking at the pod now.
-    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
-    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
-      return absl::AbortedError(
-          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; retrying"));
-    }
-  }
-  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  ASSIGN_OR_RETURN(Json patched,
+                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
 }
@@ -778,12 +768,8 @@ class DaemonSetGroup : public ControllerGroup {
     AdsInformers inf;
     inf.daemonsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
-    inf.revisions = ctx.shared != nullptr
-                        ? ctx.shared->ControllerRevisions()
-                        : make(all[2]);
-    inf.nodes = ctx.shared != nullptr
-                    ? ctx.shared->Nodes()
-                    : make(all[3]);
+    inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
+    inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[3]);
 
     AdsReconcilerOptions ro;
     ro.clock = ctx.clock;

@@ -75,18 +75,8 @@ absl::StatusOr<std::optional<Json>> SidecarSetReconciler::PatchPlannedPod(
 
 absl::StatusOr<Json> SidecarSetReconciler::PatchPod(const Json& pod, const Json& ops,
                                                     const std::string& subresource) {
-  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                               kube::PatchType::kJson, ops, subresource);
-  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
-    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
-    // bad patch by looking at the pod now.
-    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
-    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
-      return absl::AbortedError(
-          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; requeued"));
-    }
-  }
-  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  ASSIGN_OR_RETURN(Json patched,
+                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
 }
@@ -103,12 +93,11 @@ absl::Status SidecarSetReconciler::SetUpgradable(const std::string& set_name, co
 void SidecarSetReconciler::PodEvent(const Json& pod, bool warning, const std::string& reason,
                                     const std::string& message) {
   if (recorder_ == nullptr) return;
-  const Json ref = {{"apiVersion", "v1"},
-                    {"kind", "Pod"},
-                    {"metadata",
-                     {{"name", kube::Name(pod)},
-                      {"namespace", kube::Namespace(pod)},
-                      {"uid", kube::Uid(pod)}}}};
+  const Json ref = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", kube::Name(pod)}, {"namespace", kube::Namespace(pod)}, {"uid", kube::Uid(pod)}}}};
   recorder_->Event(ref, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
                    message);
 }
@@ -207,9 +196,9 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
 
   // 1. Candidates: pods that name the set in their injected list and that it still selects.
   // The pod cache's index: only pods that list the set are decoded, however many pods there are.
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const Json>> cached_pods,
-                   inf_.pods->store().ByIndex(SharedInformers::kInjectedSidecarSetIndex,
-                                              target->name));
+  ASSIGN_OR_RETURN(
+      std::vector<std::shared_ptr<const Json>> cached_pods,
+      inf_.pods->store().ByIndex(SharedInformers::kInjectedSidecarSetIndex, target->name));
   const SidecarSetMatcher matcher = UpgradeMatcher(set);
   std::vector<std::shared_ptr<const Json>> pods;
   std::vector<const Json*> ptrs;
@@ -301,9 +290,9 @@ absl::StatusOr<kube::Result> SidecarSetReconciler::Reconcile(const kube::Request
     const Json& pod = *pods[i];
     auto patch = SidecarPodHotUpgradeResetPatch(*target, pod, now);
     if (!patch.ok()) {
-      PodEvent(pod, true, "ResetContainerFailed",
-               absl::StrCat("reset sidecar container image empty failed: ",
-                            patch.status().message()));
+      PodEvent(
+          pod, true, "ResetContainerFailed",
+          absl::StrCat("reset sidecar container image empty failed: ", patch.status().message()));
       continue;
     }
     if (patch->ops.empty()) continue;

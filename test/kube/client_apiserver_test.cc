@@ -174,6 +174,29 @@ TEST_F(ClientApiServerTest, PatchTypes) {
   EXPECT_TRUE(IsConflict(stale)) << stale;
 }
 
+TEST_F(ClientApiServerTest, PatchIfUnchangedTellsAStaleTestFromABadPatch) {
+  auto created = client_->Create(resources::Pods(), "default", Pod("p"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto test_rv = [](const Json& obj) {
+    return Json{
+        {"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ResourceVersion(obj)}};
+  };
+  const Json label = {{"op", "add"}, {"path", "/metadata/labels/x"}, {"value", "1"}};
+  auto patched = PatchIfUnchanged(client_.get(), resources::Pods(), *created,
+                                  Json::array({test_rv(*created), label}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(Labels(*patched)["x"], "1");
+  // The cached copy is now stale: a conflict, not a bad request.
+  auto stale = PatchIfUnchanged(client_.get(), resources::Pods(), *created,
+                                Json::array({test_rv(*created), label}));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
+  // A patch that is wrong on an up-to-date object stays INVALID_ARGUMENT.
+  const Json bad = {{"op", "remove"}, {"path", "/metadata/labels/missing"}};
+  auto invalid = PatchIfUnchanged(client_.get(), resources::Pods(), *patched,
+                                  Json::array({test_rv(*patched), bad}));
+  EXPECT_EQ(invalid.status().code(), absl::StatusCode::kInvalidArgument) << invalid.status();
+}
+
 TEST_F(ClientApiServerTest, DeletePreconditions) {
   absl::StatusOr<Json> created = client_->Create(resources::Pods(), "default", Pod("p"));
   ASSERT_TRUE(created.ok());
