@@ -174,18 +174,8 @@ void AstsReconciler::Event(const Json& set, bool warning, const std::string& rea
 
 absl::StatusOr<Json> AstsReconciler::PatchPod(const Json& pod, const Json& ops,
                                               const std::string& subresource) {
-  auto result = client_->Patch(res::Pods(), kube::Namespace(pod), kube::Name(pod),
-                               kube::PatchType::kJson, ops, subresource);
-  if (!result.ok() && result.status().code() == absl::StatusCode::kInvalidArgument) {
-    // A failed `test` of resourceVersion is a bare 422 Invalid on the API server: tell it from a
-    // bad patch by looking at the pod now.
-    auto now = client_->Get(res::Pods(), kube::Namespace(pod), kube::Name(pod));
-    if (now.ok() && kube::ResourceVersion(*now) != kube::ResourceVersion(pod)) {
-      return absl::AbortedError(
-          absl::StrCat("pod ", kube::Name(pod), " changed since the cache saw it; retrying"));
-    }
-  }
-  ASSIGN_OR_RETURN(Json patched, std::move(result));
+  ASSIGN_OR_RETURN(Json patched,
+                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
   rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
   return patched;
 }
@@ -849,9 +839,7 @@ class StatefulSetGroup : public ControllerGroup {
     AstsInformers inf;
     inf.statefulsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
-    inf.revisions = ctx.shared != nullptr
-                        ? ctx.shared->ControllerRevisions()
-                        : make(all[2]);
+    inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
     inf.pvcs = ctx.shared != nullptr
                    ? ctx.shared->Named("persistentvolumeclaims-metadata", [&] { return all[3]; })
                    : make(all[3]);

@@ -16,6 +16,7 @@
 #include "kube/rest_client.h"
 #include "manager/inplace/inplace_update.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 #include "test/manager/inplace/fake_disruption_gate.h"
 
@@ -27,45 +28,23 @@ constexpr char kSets[] = "statefulsets.apps.kruise.io";
 constexpr char kRevisions[] = "controllerrevisions.apps";
 constexpr char kPvcs[] = "persistentvolumeclaims";
 
-class AstsControllerTest : public ::testing::Test {
+class AstsControllerTest : public testing::FakeClusterTest {
  protected:
   void SetUp() override {
-    clock_.SetTime(absl::FromUnixSeconds(1'800'000'000));
-    testing::FakeApiServerOptions so;
-    so.clock = &clock_;
-    server_ = std::make_unique<testing::FakeApiServer>(so);
-    server_->RegisterResource(
-        {"apps.kruise.io", "v1beta1", "statefulsets", "StatefulSet", true, true});
-    ASSERT_TRUE(server_->Start().ok());
-    kube::RestConfig cfg;
-    cfg.host = server_->base_url();
-    cfg.qps = 0;
-    auto client = kube::RestKubeClient::Create(cfg);
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
+    StartCluster({{"apps.kruise.io", "v1beta1", "statefulsets", "StatefulSet", true, true}});
+    ASSERT_FALSE(HasFatalFailure());
     for (kube::InformerOptions& o : AstsInformerOptions()) {
-      informers_.push_back(std::make_unique<kube::Informer>(client_.get(), &clock_, o));
+      AddInformer(o);
     }
     AstsInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
                       informers_[3].get()};
     AstsReconcilerOptions ro;
     ro.clock = &clock_;
     ro.disruption_gate = gate_;
-    if (gate_ != nullptr) {
-      kube::EventRecorderOptions eo;
-      eo.clock = &clock_;
-      recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
-    }
+    if (gate_ != nullptr) StartRecorder();
     reconciler_ = std::make_unique<AstsReconciler>(client_.get(), inf, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf.pods);
-    for (auto& i : informers_) i->Start();
-    for (auto& i : informers_) ASSERT_TRUE(i->WaitForSync(clock_.Now() + absl::Seconds(10)));
-  }
-
-  void TearDown() override {
-    recorder_.reset();
-    for (auto& i : informers_) i->RequestStop();
-    for (auto& i : informers_) i->Stop();
+    SyncInformers();
   }
 
   static Json Template(const std::string& image, bool gate = false) {
@@ -188,11 +167,6 @@ class AstsControllerTest : public ::testing::Test {
   }
 
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
-  testing::FakeClock clock_;
-  std::unique_ptr<testing::FakeApiServer> server_;
-  std::unique_ptr<kube::RestKubeClient> client_;
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
-  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<AstsReconciler> reconciler_;
 };
 
