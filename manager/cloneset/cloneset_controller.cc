@@ -16,6 +16,7 @@
 #include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
+#include "manager/workload/pod_claim.h"
 
 namespace kruise::manager::cloneset {
 
@@ -169,56 +170,16 @@ std::string CloneSetReconciler::RandomInstanceId(const std::vector<Json>& pods,
 
 absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
     const Json& cs, const kube::LabelSelector& selector) {
-  std::vector<Json> out;
-  const std::string uid = kube::Uid(cs);
-  std::set<std::string> seen;
-  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
-  for (const auto& p : owned) {
-    auto owner = kube::ControllerOf(*p);
-    if (!owner.has_value() || owner->uid != uid) continue;
-    seen.insert(kube::Name(*p));
-    if (selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
-      out.push_back(*p);
-      continue;
-    }
-    // Release: it no longer matches our selector.
-    Json ops = Json::array({TestRv(*p)});
-    auto refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
-    for (size_t i = 0; refs != nullptr && i < refs->size(); ++i) {
-      if ((*refs)[i].value("uid", "") == uid) {
-        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
-        break;
-      }
-    }
-    auto st = PatchPod(*p, ops);
-    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-    Event(cs, false, "ReleasedPod",
-          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
-  }
-  if (kube::IsBeingDeleted(cs)) return out;
-  ASSIGN_OR_RETURN(auto in_ns, inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex,
-                                                          kube::Namespace(cs)));
-  for (const auto& p : in_ns) {
-    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
-        !selector.MatchesObject(*p)) {
-      continue;
-    }
-    Json ops = Json::array({TestRv(*p)});
-    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
-      ops.push_back(
-          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
-    }
-    ops.push_back(
-        {{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", OwnerRefJson(cs)}});
-    auto adopted = PatchPod(*p, ops);
-    if (!adopted.ok()) {
-      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
-      return adopted.status();
-    }
-    Event(cs, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
-    out.push_back(*adopted);
-  }
-  return out;
+  workload::PodClaim claim;
+  claim.owner = &cs;
+  claim.owner_ref = OwnerRefJson(cs);
+  claim.selector = &selector;
+  claim.pods = inf_.pods;
+  return workload::ClaimPods(
+      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
+      [&](const std::string& reason, const std::string& message) {
+        Event(cs, false, reason, message);
+      });
 }
 
 absl::StatusOr<std::optional<Json>> CloneSetReconciler::SyncRevisions(Context& ctx) {

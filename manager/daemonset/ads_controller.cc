@@ -14,6 +14,7 @@
 #include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/inplace_update.h"
 #include "manager/revision/revision.h"
+#include "manager/workload/pod_claim.h"
 
 namespace kruise::manager::daemonset {
 
@@ -171,31 +172,7 @@ AdsReconciler::AdsReconciler(kube::KubeClient* client, AdsInformers informers,
       rv_expectations_(opts.clock) {}
 
 void AdsReconciler::ObserveThrough(kube::Informer* pods) {
-  pods->AddEventHandler({
-      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
-      .on_update =
-          [this](const Json&, const Json& obj) {
-            rv_expectations_.Observe(obj);
-            // A pod that turns terminating counts as deleted.
-            if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
-          },
-      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
-  });
-}
-
-void AdsReconciler::ObserveCreate(const Json& obj) {
-  const std::string key = AdsOwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
-  }
-}
-
-void AdsReconciler::ObserveDelete(const Json& obj) {
-  const std::string key = AdsOwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
-  }
-  rv_expectations_.Delete(kube::NamespacedName(obj));
+  workload::FeedExpectations(pods, &scale_expectations_, &rv_expectations_, AdsOwnerKey);
 }
 
 void AdsReconciler::Event(const Json& set, bool warning, const std::string& reason,
@@ -215,56 +192,16 @@ absl::StatusOr<Json> AdsReconciler::PatchPod(const Json& pod, const Json& ops,
 }
 
 absl::StatusOr<std::vector<Json>> AdsReconciler::ClaimPods(Context& ctx) {
-  std::vector<Json> out;
-  const std::string uid = kube::Uid(ctx.set);
-  std::set<std::string> seen;
-  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
-  for (const auto& p : owned) {
-    auto owner = kube::ControllerOf(*p);
-    if (!owner.has_value() || owner->uid != uid) continue;
-    seen.insert(kube::Name(*p));
-    if (ctx.selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
-      out.push_back(*p);
-      continue;
-    }
-    // Release: it no longer matches the selector.
-    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
-    const Json* refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
-    for (size_t i = 0; refs != nullptr && refs->is_array() && i < refs->size(); ++i) {
-      if ((*refs)[i].value("uid", "") == uid) {
-        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
-        break;
-      }
-    }
-    auto st = PatchPod(*p, ops);
-    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-    Event(ctx.set, false, "ReleasedPod",
-          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
-  }
-  if (kube::IsBeingDeleted(ctx.set)) return out;
-  ASSIGN_OR_RETURN(auto in_ns,
-                   inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex, ctx.ns));
-  for (const auto& p : in_ns) {
-    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
-        !ctx.selector.MatchesObject(*p)) {
-      continue;
-    }
-    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
-    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
-      ops.push_back(
-          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
-    }
-    ops.push_back(
-        {{"op", "add"}, {"path", "/metadata/ownerReferences/-"}, {"value", AdsOwnerRef(ctx.set)}});
-    auto adopted = PatchPod(*p, ops);
-    if (!adopted.ok()) {
-      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
-      return adopted.status();
-    }
-    Event(ctx.set, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
-    out.push_back(*adopted);
-  }
-  return out;
+  workload::PodClaim claim;
+  claim.owner = &ctx.set;
+  claim.owner_ref = AdsOwnerRef(ctx.set);
+  claim.selector = &ctx.selector;
+  claim.pods = inf_.pods;
+  return workload::ClaimPods(
+      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
+      [&](const std::string& reason, const std::string& message) {
+        Event(ctx.set, false, reason, message);
+      });
 }
 
 absl::StatusOr<bool> AdsReconciler::SyncRevisions(Context& ctx) {

@@ -104,8 +104,6 @@ class AdsReconciler final : public kube::Reconciler {
 
  private:
   struct Context;
-  void ObserveCreate(const kube::Json& obj);
-  void ObserveDelete(const kube::Json& obj);
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);

@@ -12,6 +12,7 @@
 #include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/inplace_update.h"
 #include "manager/revision/revision.h"
+#include "manager/workload/pod_claim.h"
 
 namespace kruise::manager::statefulset {
 
@@ -137,31 +138,7 @@ AstsReconciler::AstsReconciler(kube::KubeClient* client, AstsInformers informers
       rv_expectations_(opts.clock) {}
 
 void AstsReconciler::ObserveThrough(kube::Informer* pods) {
-  pods->AddEventHandler({
-      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
-      .on_update =
-          [this](const Json&, const Json& obj) {
-            rv_expectations_.Observe(obj);
-            // A pod that turns terminating counts as deleted.
-            if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
-          },
-      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
-  });
-}
-
-void AstsReconciler::ObserveCreate(const Json& obj) {
-  const std::string key = AstsOwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
-  }
-}
-
-void AstsReconciler::ObserveDelete(const Json& obj) {
-  const std::string key = AstsOwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
-  }
-  rv_expectations_.Delete(kube::NamespacedName(obj));
+  workload::FeedExpectations(pods, &scale_expectations_, &rv_expectations_, AstsOwnerKey);
 }
 
 void AstsReconciler::Event(const Json& set, bool warning, const std::string& reason,
@@ -181,57 +158,16 @@ absl::StatusOr<Json> AstsReconciler::PatchPod(const Json& pod, const Json& ops,
 }
 
 absl::StatusOr<std::vector<Json>> AstsReconciler::ClaimPods(Context& ctx) {
-  std::vector<Json> out;
-  const std::string uid = kube::Uid(ctx.set);
-  std::set<std::string> seen;
-  ASSIGN_OR_RETURN(auto owned, inf_.pods->store().ByIndex(kube::kControllerUidIndex, uid));
-  for (const auto& p : owned) {
-    auto owner = kube::ControllerOf(*p);
-    if (!owner.has_value() || owner->uid != uid) continue;
-    seen.insert(kube::Name(*p));
-    if (ctx.selector.MatchesObject(*p) || kube::IsBeingDeleted(*p)) {
-      out.push_back(*p);
-      continue;
-    }
-    // Release: it no longer matches the selector.
-    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
-    const Json* refs = kube::FindPath(*p, {"metadata", "ownerReferences"});
-    for (size_t i = 0; refs != nullptr && refs->is_array() && i < refs->size(); ++i) {
-      if ((*refs)[i].value("uid", "") == uid) {
-        ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/ownerReferences/", i)}});
-        break;
-      }
-    }
-    auto st = PatchPod(*p, ops);
-    if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-    Event(ctx.set, false, "ReleasedPod",
-          absl::StrCat("released pod ", kube::Name(*p), ": it no longer matches the selector"));
-  }
-  if (kube::IsBeingDeleted(ctx.set)) return out;
-  ASSIGN_OR_RETURN(auto in_ns,
-                   inf_.pods->store().ByIndex(SharedInformers::kOrphanNamespaceIndex, ctx.ns));
-  for (const auto& p : in_ns) {
-    if (seen.count(kube::Name(*p)) || kube::HasController(*p) || kube::IsBeingDeleted(*p) ||
-        !ctx.selector.MatchesObject(*p)) {
-      continue;
-    }
-    Json ops = Json::array({inplace::TestResourceVersionOp(*p)});
-    if (kube::FindPath(*p, {"metadata", "ownerReferences"}) == nullptr) {
-      ops.push_back(
-          {{"op", "add"}, {"path", "/metadata/ownerReferences"}, {"value", Json::array()}});
-    }
-    ops.push_back({{"op", "add"},
-                   {"path", "/metadata/ownerReferences/-"},
-                   {"value", AstsOwnerRef(ctx.set, true)}});
-    auto adopted = PatchPod(*p, ops);
-    if (!adopted.ok()) {
-      if (kube::IsNotFound(adopted.status()) || kube::IsConflict(adopted.status())) continue;
-      return adopted.status();
-    }
-    Event(ctx.set, false, "AdoptedPod", absl::StrCat("adopted pod ", kube::Name(*p)));
-    out.push_back(*adopted);
-  }
-  return out;
+  workload::PodClaim claim;
+  claim.owner = &ctx.set;
+  claim.owner_ref = AstsOwnerRef(ctx.set, true);
+  claim.selector = &ctx.selector;
+  claim.pods = inf_.pods;
+  return workload::ClaimPods(
+      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
+      [&](const std::string& reason, const std::string& message) {
+        Event(ctx.set, false, reason, message);
+      });
 }
 
 absl::StatusOr<bool> AstsReconciler::SyncRevisions(Context& ctx) {

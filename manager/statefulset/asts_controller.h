@@ -109,8 +109,6 @@ class AstsReconciler final : public kube::Reconciler {
 
  private:
   struct Context;
-  void ObserveCreate(const kube::Json& obj);
-  void ObserveDelete(const kube::Json& obj);
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
