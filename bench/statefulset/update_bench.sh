@@ -37,6 +37,7 @@ cleanup() {
   set +e
   [ -n "${SAMPLER_PID:-}" ] && kill "$SAMPLER_PID" 2>/dev/null
   delete_test_deployment "$WORK" "$NS"
+  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
   if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }

@@ -17,8 +17,8 @@
 #      passes (failurePolicy Ignore).
 #
 # Everything it creates is deleted again, also on failure (namespace, the kube-system pod and PUB,
-# manager, webhook configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are
-# left. Usage: pub_e2e.sh KRUISE_MANAGER_BINARY
+# manager, its Lease, webhook configurations, RBAC, certificate Secret); CRDs and the kruise
+# namespaces are left. Usage: pub_e2e.sh KRUISE_MANAGER_BINARY
 # Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_KEEP_WORK=1 (keep the work dir),
 # KRUISE_E2E_PUB_PORT_BASE (default 16520; base..base+2: webhook, health, metrics).
 set -uo pipefail
@@ -53,6 +53,7 @@ cleanup() {
   k -n kube-system delete pub "$SYS_NAME" --ignore-not-found >/dev/null 2>&1
   k -n kube-system delete pod "$SYS_NAME" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
   delete_test_deployment "$WORK" "$NS"
+  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
   if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
