@@ -620,18 +620,20 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
 
 absl::Status CloneSetReconciler::UpdatePodInPlace(Context& ctx, const Json& pod,
                                                   const inplace::InPlaceUpdateSpec& update) {
-  Json current = pod;
-  // 1. Not ready first, so endpoints drop the pod before its containers restart.
-  if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
-    ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
-  }
-  // 2. Revision, lifecycle, state annotation, metadata and (unless in grace) images, in one patch.
+  // Not ready first, so endpoints drop the pod before its containers restart; then revision,
+  // lifecycle, state annotation, metadata and (unless in grace) images, in one patch.
   inplace::InPlaceUpdatePatchOptions po;
   po.grace_period_seconds = ctx.spec.grace_period_seconds;
   po.labels = {{kLifecycleStateLabel, kStateUpdating}};
   po.annotations = {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
-  Json ops = inplace::InPlaceUpdatePodOps(current, update, po, ctx.now);
-  auto patched = PatchPod(current, ops);
+  auto patched = inplace::ApplyInPlaceUpdate(
+      pod, update, po, ctx.now,
+      [this](const Json& p, const Json& ops, const std::string& sub) {
+        return PatchPod(p, ops, sub);
+      },
+      [this](const Json& p) {
+        return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
+      });
   if (!patched.ok()) {
     Event(ctx.cs, true, "FailedUpdatePodInPlace",
           absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",

@@ -449,17 +449,20 @@ absl::Status AdsReconciler::ApplyDeletions(Context& ctx, const Deletions& deleti
 
 absl::Status AdsReconciler::UpdateInPlace(Context& ctx, const Json& pod,
                                           const inplace::InPlaceUpdateSpec& update) {
-  Json current = pod;
-  if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
-    ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
-  }
   inplace::InPlaceUpdatePatchOptions po;
   po.labels = {{kAdsLifecycleLabel, "Updating"}};
   if (ctx.spec.template_generation.has_value()) {
     po.labels[kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
   }
   po.annotations = {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
-  auto patched = PatchPod(current, inplace::InPlaceUpdatePodOps(current, update, po, ctx.now));
+  auto patched = inplace::ApplyInPlaceUpdate(
+      pod, update, po, ctx.now,
+      [this](const Json& p, const Json& ops, const std::string& sub) {
+        return PatchPod(p, ops, sub);
+      },
+      [this](const Json& p) {
+        return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
+      });
   if (!patched.ok()) {
     Event(ctx.set, true, "FailedUpdatePodInPlace",
           absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",

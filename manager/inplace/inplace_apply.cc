@@ -258,4 +258,33 @@ InPlaceUpdateCheck CheckInPlaceUpdate(
   return out;
 }
 
+absl::StatusOr<Json> ApplyInPlaceUpdate(
+    const Json& pod, const InPlaceUpdateSpec& update, const InPlaceUpdatePatchOptions& opts,
+    absl::Time now,
+    absl::FunctionRef<absl::StatusOr<Json>(const Json&, const Json&, const std::string&)> patch,
+    absl::FunctionRef<absl::StatusOr<Json>(const Json&)> get) {
+  Json current = pod;
+  if (Json ops = StartInPlaceUpdateStatusOps(pod, now); !ops.empty()) {
+    auto started = patch(pod, ops, "status");
+    if (!started.ok()) return started.status();
+    current = *std::move(started);
+  }
+  absl::StatusOr<Json> patched =
+      patch(current, InPlaceUpdatePodOps(current, update, opts, now), "");
+  for (int retry = 0; retry < kMaxInPlacePatchRetries && !patched.ok() &&
+                      patched.status().code() == absl::StatusCode::kAborted;
+       ++retry) {
+    auto fresh = get(current);
+    if (!fresh.ok()) return fresh.status();
+    if (kube::Uid(*fresh) != kube::Uid(pod)) {
+      return absl::NotFoundError(absl::StrCat("pod ", kube::Name(pod), " was replaced"));
+    }
+    if (kube::Label(*fresh, revision::kControllerRevisionHashLabel).value_or("") == update.revision)
+      return fresh;
+    current = *std::move(fresh);
+    patched = patch(current, InPlaceUpdatePodOps(current, update, opts, now), "");
+  }
+  return patched;
+}
+
 }  // namespace kruise::manager::inplace

@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "manager/inplace/inplace_update.h"
 #include "nlohmann/json.hpp"
@@ -88,6 +90,23 @@ struct InPlaceUpdatePatchOptions {
 // Step 2: pod ops (test first) for `update`. `pod` is the pod as step 1 left it.
 nlohmann::json InPlaceUpdatePodOps(const nlohmann::json& pod, const InPlaceUpdateSpec& update,
                                    const InPlaceUpdatePatchOptions& opts, absl::Time now);
+
+// Steps 1 and 2 sent through `patch(pod, ops, subresource)`: the controller's resourceVersion-
+// guarded pod patch (kube::PatchIfUnchanged plus its expectations; ABORTED on a stale test). The
+// kubelet answers step 1 within milliseconds with its own status write (Ready follows the gate),
+// so step 2's test often fails against the pod step 1 returned: then the pod is read again with
+// `get(pod)` and step 2 rebuilt on it, up to kMaxInPlacePatchRetries times, as long as it is the
+// same pod (uid) not yet at update.revision (one already there is returned as it is). OpenKruise
+// retries its update the same way. Returns the updated pod; the last error otherwise (ABORTED when
+// the pod kept changing, NOT_FOUND when it is gone).
+inline constexpr int kMaxInPlacePatchRetries = 3;
+absl::StatusOr<nlohmann::json> ApplyInPlaceUpdate(
+    const nlohmann::json& pod, const InPlaceUpdateSpec& update,
+    const InPlaceUpdatePatchOptions& opts, absl::Time now,
+    absl::FunctionRef<absl::StatusOr<nlohmann::json>(const nlohmann::json&, const nlohmann::json&,
+                                                     const std::string&)>
+        patch,
+    absl::FunctionRef<absl::StatusOr<nlohmann::json>(const nlohmann::json&)> get);
 
 // Step 3.
 struct InPlaceUpdateCheck {

@@ -479,10 +479,6 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
           return absl::OkStatus();
         }
       }
-      Json current = pod;
-      if (Json ops = inplace::StartInPlaceUpdateStatusOps(pod, ctx.now); !ops.empty()) {
-        ASSIGN_OR_RETURN(current, PatchPod(pod, ops, "status"));
-      }
       inplace::InPlaceUpdatePatchOptions po;
       po.grace_period_seconds =
           static_cast<int>(kube::GetInt(ctx.set, {"spec", "updateStrategy", "rollingUpdate",
@@ -490,7 +486,14 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
                                .value_or(0));
       po.labels = {{kAstsLifecycleLabel, "Updating"}};
       po.annotations = {{kAstsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
-      auto patched = PatchPod(current, inplace::InPlaceUpdatePodOps(current, *update, po, ctx.now));
+      auto patched = inplace::ApplyInPlaceUpdate(
+          pod, *update, po, ctx.now,
+          [this](const Json& p, const Json& ops, const std::string& sub) {
+            return PatchPod(p, ops, sub);
+          },
+          [this](const Json& p) {
+            return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
+          });
       if (!patched.ok()) {
         Event(ctx.set, true, "FailedUpdatePodInPlace",
               absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",

@@ -259,5 +259,109 @@ TEST(CheckInPlaceUpdate, Steps) {
   EXPECT_TRUE(c.status_ops.empty());
 }
 
+// ApplyInPlaceUpdate against a one-pod "server": a patch whose resourceVersion test fails is
+// ABORTED (what kube::PatchIfUnchanged makes of the API server's 422); a write bumps the version;
+// `kubelet_writes` status writes of its own follow our status patch, as the kubelet's do.
+class InPlaceServer {
+ public:
+  explicit InPlaceServer(Json pod) : pod_(std::move(pod)) { pod_["metadata"]["uid"] = "u1"; }
+  absl::StatusOr<Json> Patch(const Json& ops, const std::string& sub) {
+    ++patches_;
+    if (ops[0]["value"] != pod_["metadata"]["resourceVersion"]) {
+      return absl::AbortedError("pod changed since the cache saw it");
+    }
+    pod_ = pod_.patch(ops);
+    Bump();
+    Json reply = pod_;
+    if (sub == "status") {
+      for (int i = 0; i < kubelet_writes; ++i) Bump();  // the kubelet reacts to the gate
+    }
+    return reply;
+  }
+  absl::StatusOr<Json> Get() {
+    ++gets_;
+    return pod_;
+  }
+  void Bump() {
+    const int rv = std::stoi(pod_["metadata"]["resourceVersion"].get<std::string>());
+    pod_["metadata"]["resourceVersion"] = std::to_string(rv + 1);
+  }
+  absl::StatusOr<Json> Run(const Json& cached) {
+    return ApplyInPlaceUpdate(
+        cached, Update(), {}, kNow,
+        [this](const Json&, const Json& ops, const std::string& sub) { return Patch(ops, sub); },
+        [this](const Json&) { return Get(); });
+  }
+  int kubelet_writes = 0;
+  Json pod_;
+  int patches_ = 0;
+  int gets_ = 0;
+};
+
+TEST(ApplyInPlaceUpdate, RereadsOnceWhenTheKubeletWritesAfterTheGateFlip) {
+  InPlaceServer server(Pod());
+  server.kubelet_writes = 1;
+  Json cached = server.pod_;
+  auto updated = server.Run(cached);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(kube::Label(*updated, "controller-revision-hash"), "web-new");
+  EXPECT_EQ((*updated)["spec"]["containers"][0]["image"], "nginx:1.26");
+  EXPECT_EQ(server.patches_, 3);  // status, stale pod patch, pod patch on the re-read pod
+  EXPECT_EQ(server.gets_, 1);
+}
+
+TEST(ApplyInPlaceUpdate, NoRereadWithoutAConflictNorAGate) {
+  InPlaceServer server(Pod(/*gate=*/false));
+  auto updated = server.Run(server.pod_);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(server.patches_, 1);  // no gate: no status step
+  EXPECT_EQ(server.gets_, 0);
+}
+
+TEST(ApplyInPlaceUpdate, GivesUpWhenThePodKeepsChangingOrWasReplaced) {
+  InPlaceServer busy(Pod());
+  busy.kubelet_writes = 1;
+  // Every read is stale by the time it is used: a writer that never stops.
+  auto updated = ApplyInPlaceUpdate(
+      busy.pod_, Update(), {}, kNow,
+      [&](const Json&, const Json& ops, const std::string& sub) { return busy.Patch(ops, sub); },
+      [&](const Json&) {
+        auto got = busy.Get();
+        busy.Bump();
+        return got;
+      });
+  EXPECT_EQ(updated.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(busy.gets_, kMaxInPlacePatchRetries);
+
+  InPlaceServer replaced(Pod());
+  replaced.kubelet_writes = 1;
+  auto gone = ApplyInPlaceUpdate(
+      replaced.pod_, Update(), {}, kNow,
+      [&](const Json&, const Json& ops, const std::string& sub) {
+        return replaced.Patch(ops, sub);
+      },
+      [&](const Json&) -> absl::StatusOr<Json> {
+        Json other = replaced.pod_;
+        other["metadata"]["uid"] = "u2";
+        return other;
+      });
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ApplyInPlaceUpdate, APodAlreadyAtTheRevisionIsReturnedAsItIs) {
+  InPlaceServer server(Pod());
+  server.kubelet_writes = 1;
+  auto updated = ApplyInPlaceUpdate(
+      server.pod_, Update(), {}, kNow,
+      [&](const Json&, const Json& ops, const std::string& sub) { return server.Patch(ops, sub); },
+      [&](const Json&) -> absl::StatusOr<Json> {
+        Json done = server.pod_;
+        done["metadata"]["labels"]["controller-revision-hash"] = "web-new";
+        return done;
+      });
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(server.patches_, 2);  // status, the stale pod patch; none after the read
+}
+
 }  // namespace
 }  // namespace kruise::manager::inplace
