@@ -30,6 +30,9 @@
 # Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_CLONESET_PORT_BASE (default 16470; base..base+5:
 # webhook, health, metrics of the manager (and of replica a in step 10), the same of replica b).
 set -uo pipefail
+# `... | apply_set`: the last command of a pipeline runs in this shell, so its `die` ends the test
+# at once instead of a subshell (which showed up later as a timeout).
+shopt -s lastpipe
 
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
