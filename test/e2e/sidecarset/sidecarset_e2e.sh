@@ -45,6 +45,8 @@
 # Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_SIDECARSET_PORT_BASE (default 16490; base..base+2:
 # webhook, health, metrics of the manager).
 set -uo pipefail
+# `... | apply_stdin`: the last command of a pipeline runs in this shell, so its `die` ends the test.
+shopt -s lastpipe
 
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
