@@ -210,6 +210,8 @@ TEST_F(NotInjectedGroupTest, PodsCreatedAfterTheirSetsAreNotedOnceAcrossRestarts
   EXPECT_EQ(PodPatches("plain"), 1);
   EXPECT_EQ(PodPatches("late"), 1);
   EXPECT_EQ(PodPatches("old"), 0);
+  // The recorder sends an event after the patch it reports: wait for it, not only the patch.
+  ASSERT_TRUE(Eventually([&] { return InvolvedPods(Events()).size() >= 3; }));
   std::vector<Json> events = Events();
   EXPECT_THAT(InvolvedPods(events), ElementsAre("half", "late", "plain"));
   for (const Json& e : events) {
@@ -240,6 +242,7 @@ TEST_F(NotInjectedGroupTest, PodsCreatedAfterTheirSetsAreNotedOnceAcrossRestarts
   EXPECT_EQ(PodPatches("old"), 0);
   EXPECT_EQ(PodPatches("injected"), 0);
   EXPECT_EQ(Noted("half"), "audit-set");
+  ASSERT_TRUE(Eventually([&] { return InvolvedPods(Events()).size() >= 4; }));
   EXPECT_THAT(InvolvedPods(Events()), ElementsAre("after-restart", "half", "late", "plain"));
 }
 
