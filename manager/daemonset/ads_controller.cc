@@ -15,6 +15,7 @@
 #include "manager/inplace/inplace_update.h"
 #include "manager/revision/revision.h"
 #include "manager/workload/pod_claim.h"
+#include "manager/workload/update_revision.h"
 
 namespace kruise::manager::daemonset {
 
@@ -205,57 +206,18 @@ absl::StatusOr<std::vector<Json>> AdsReconciler::ClaimPods(Context& ctx) {
 }
 
 absl::StatusOr<bool> AdsReconciler::SyncRevisions(Context& ctx) {
-  ASSIGN_OR_RETURN(auto owned,
-                   inf_.revisions->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.set)));
-  for (const auto& r : owned) ctx.revisions.push_back(*r);
-  std::sort(ctx.revisions.begin(), ctx.revisions.end(), [](const Json& a, const Json& b) {
-    return kube::IntField(a, "revision", 0) < kube::IntField(b, "revision", 0);
-  });
-  const Json* tmpl_ptr = kube::FindPath(ctx.set, {"spec", "template"});
-  const Json tmpl = tmpl_ptr != nullptr ? *tmpl_ptr : Json::object();
-  ctx.collision_count = kube::GetInt(ctx.set, {"status", "collisionCount"}).value_or(0);
-  std::optional<int32_t> collision;
-  if (ctx.collision_count > 0) collision = static_cast<int32_t>(ctx.collision_count);
-  const std::string hash = revision::TemplateHash(tmpl, collision);
-  const std::string name = revision::RevisionName(ctx.name, hash);
-  int64_t max_revision = 0;
-  for (const Json& r : ctx.revisions) {
-    max_revision = std::max<int64_t>(max_revision, kube::IntField(r, "revision", 0));
+  ASSIGN_OR_RETURN(
+      workload::UpdateRevision sync,
+      workload::SyncUpdateRevision(client_, inf_.revisions, ctx.set, AdvancedDaemonSets()));
+  ctx.revisions = std::move(sync.revisions);
+  ctx.collision_count = sync.collision_count;
+  if (!sync.revision.has_value()) return false;  // a collision was counted: come back
+  ctx.update_revision = *std::move(sync.revision);
+  ctx.update_hash = sync.hash;
+  for (const Json& rev : ctx.revisions) {
+    ctx.templates[AdsRevisionHash(rev, ctx.name)] = revision::RevisionTemplate(rev);
   }
-  auto take = [&](const Json& r) {
-    ctx.update_revision = r;
-    ctx.update_hash = hash;
-    for (const Json& rev : ctx.revisions) {
-      ctx.templates[AdsRevisionHash(rev, ctx.name)] = revision::RevisionTemplate(rev);
-    }
-    return true;
-  };
-  if (const Json* r = ctx.RevisionNamed(name);
-      r != nullptr && revision::RevisionTemplate(*r) == tmpl) {
-    return take(*r);
-  }
-  Json fresh = revision::NewControllerRevision(ctx.set, tmpl, max_revision + 1, collision);
-  auto created = client_->Create(res::ControllerRevisions(), ctx.ns, fresh);
-  if (created.ok()) {
-    ctx.revisions.push_back(*created);
-    return take(*created);
-  }
-  if (!kube::IsAlreadyExists(created.status())) return created.status();
-  ASSIGN_OR_RETURN(Json existing, client_->Get(res::ControllerRevisions(), ctx.ns, name));
-  auto owner = kube::ControllerOf(existing);
-  if (revision::RevisionTemplate(existing) == tmpl && owner.has_value() &&
-      owner->uid == kube::Uid(ctx.set)) {
-    if (ctx.RevisionNamed(name) == nullptr) ctx.revisions.push_back(existing);  // cache behind
-    return take(existing);
-  }
-  // Someone else's revision under our name: count the collision and come back.
-  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
-                {"status", {{"collisionCount", ctx.collision_count + 1}}}};
-  RETURN_IF_ERROR(
-      client_
-          ->Patch(AdvancedDaemonSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch, "status")
-          .status());
-  return false;
+  return true;
 }
 
 absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
