@@ -13,7 +13,9 @@
 #include "kube/kruise_api.h"
 #include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
+#include "manager/workload/lifecycle.h"
 #include "manager/workload/pod_claim.h"
 #include "manager/workload/update_revision.h"
 
@@ -27,6 +29,7 @@ namespace {
 constexpr char kAdsLifecycleLabel[] = "lifecycle.apps.kruise.io/state";
 constexpr char kAdsLifecycleTimestamp[] = "lifecycle.apps.kruise.io/timestamp";
 constexpr char kAdsTemplateGenerationLabel[] = "pod-template-generation";
+constexpr char kAdsPreDeleteNotReadyMessage[] = "the DaemonSet's preDelete hook holds this pod";
 
 bool IsAdsOwner(const kube::OwnerReference& owner) {
   return owner.kind == "DaemonSet" && owner.api_version.rfind("apps.kruise.io/", 0) == 0;
@@ -147,6 +150,8 @@ struct AdsReconciler::Context {
   absl::Duration recheck = absl::ZeroDuration();
   std::optional<absl::Status> scale_result;
   std::optional<absl::Status> update_result;
+  inplace::HeldPods held;    // pods the disruption gate denied this round
+  bool gate_closed = false;  // a denial ends the round's update
 
   void Recheck(absl::Duration d) {
     if (d > absl::ZeroDuration() && (recheck == absl::ZeroDuration() || d < recheck)) recheck = d;
@@ -220,6 +225,57 @@ absl::StatusOr<bool> AdsReconciler::SyncRevisions(Context& ctx) {
   return true;
 }
 
+absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
+  if (!opts_.pre_download_images || inf_.image_pull_jobs == nullptr) return absl::OkStatus();
+  const StatusCounts counts =
+      CountStatus(ctx.spec, ctx.placement, ctx.nodes, ctx.views, ctx.update_hash, ctx.now);
+  const int desired = counts.desired_number_scheduled;
+  if (counts.updated_number_scheduled == desired) {
+    // Every eligible node runs the update revision: the jobs have nothing left to warm.
+    ASSIGN_OR_RETURN(auto jobs, inf_.image_pull_jobs->store().ByIndex(kube::kControllerUidIndex,
+                                                                      kube::Uid(ctx.set)));
+    return inplace::DeletePreDownloadJobs(client_, jobs);
+  }
+  const std::string update_name = kube::Name(ctx.update_revision);
+  inplace::PreDownloadRequest req;
+  for (const Json& r : ctx.revisions) {
+    if (kube::Name(r) != update_name) req.old_templates.push_back(revision::RevisionTemplate(r));
+  }
+  // A new set's pods are created at its only revision: nothing to warm ahead of them.
+  if (req.old_templates.empty()) return absl::OkStatus();
+  int updated_ready = 0;
+  for (const AdsPod& v : ctx.views) {
+    if (!v.terminating && v.ready && IsUpdated(ctx.spec, v, ctx.update_hash)) ++updated_ready;
+  }
+  if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.set, desired) > updated_ready) {
+    return absl::OkStatus();
+  }
+  req.owner = ctx.set;
+  if (const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"})) req.selector = *sel;
+  req.update_revision = update_name;
+  req.update_revision_hash = ctx.update_hash;
+  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
+    req.revision_labels = *l;
+  }
+  req.update_template = revision::RevisionTemplate(ctx.update_revision);
+  req.replicas = desired;
+  req.min_replicas = 0;
+  ASSIGN_OR_RETURN(ScaledNumbers numbers, ScaleNumbers(ctx.spec, desired));
+  req.partition = numbers.partition;
+  // OpenKruise's own reading here: maxUnavailable as written (1 when unset), rounded down.
+  const Json* max_unavailable =
+      kube::FindPath(ctx.set, {"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"});
+  auto scaled = kube::GetScaledValueFromIntOrPercent(
+      max_unavailable != nullptr && !max_unavailable->is_null() ? *max_unavailable : Json(1),
+      desired, /*round_up=*/false);
+  req.max_unavailable = scaled.ok() ? *scaled : 1;
+  return inplace::CarryOutPreDownload(
+      client_, ctx.set, update_name, inplace::PlanImagePreDownload(req),
+      [&](bool warning, const std::string& reason, const std::string& message) {
+        Event(ctx.set, warning, reason, message);
+      });
+}
+
 absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
   bool modified = false;
   auto revision_template = [&ctx](const std::string& hash) -> std::optional<Json> {
@@ -236,6 +292,25 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
         pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
     if (!initial.empty()) {
       RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      modified = true;
+      continue;
+    }
+    // markPodNotReady: a pod the preDelete hook holds stays out of endpoints (a round that
+    // stopped between its two patches is finished here); one back in Normal is ready again.
+    if (ctx.views[i].lifecycle_state == workload::kStatePreparingDelete &&
+        ctx.spec.pre_delete.has_value() && ctx.spec.pre_delete->mark_pod_not_ready) {
+      if (!workload::KruisePodReadyOps(pod, false, workload::kStatePreparingDelete,
+                                       kAdsPreDeleteNotReadyMessage, ctx.now)
+               .empty()) {
+        RETURN_IF_ERROR(MarkPodNotReady(ctx, pod));
+        modified = true;
+        continue;
+      }
+    }
+    if (Json ops = workload::RestoreKruisePodReadyOps(pod, ctx.views[i].lifecycle_state, ctx.now);
+        !ops.empty()) {
+      ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
+      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
     }
@@ -353,24 +428,59 @@ absl::Status AdsReconciler::PrepareDelete(Context& ctx, const Json& pod) {
   inplace::AppendMapOps(pod, "/metadata/labels", {{kAdsLifecycleLabel, "PreparingDelete"}}, &ops);
   inplace::AppendMapOps(pod, "/metadata/annotations",
                         {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}}, &ops);
-  auto st = PatchPod(pod, ops);
-  if (!st.ok()) {
-    if (kube::IsNotFound(st.status())) return absl::OkStatus();
-    return st.status();
+  auto patched = PatchPod(pod, ops);
+  if (!patched.ok()) {
+    if (kube::IsNotFound(patched.status())) return absl::OkStatus();
+    return patched.status();
   }
   Event(ctx.set, false, "PreparingDelete",
         absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
+  if (ctx.spec.pre_delete.has_value() && ctx.spec.pre_delete->mark_pod_not_ready) {
+    return MarkPodNotReady(ctx, *patched);
+  }
   return absl::OkStatus();
 }
 
+absl::Status AdsReconciler::MarkPodNotReady(Context& ctx, const Json& pod) {
+  Json ops = workload::KruisePodReadyOps(pod, false, workload::kStatePreparingDelete,
+                                         kAdsPreDeleteNotReadyMessage, ctx.now);
+  if (ops.empty()) return absl::OkStatus();  // no KruisePodReady gate, or already not ready
+  ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
+  auto st = PatchPod(pod, ops, "status");
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> AdsReconciler::AdmitDisruption(Context& ctx, const Json& pod,
+                                                    inplace::DisruptionOperation op) {
+  if (ctx.gate_closed) return false;
+  if (opts_.disruption_gate == nullptr) return true;
+  if (op == inplace::DisruptionOperation::kDelete && !opts_.disruption_gate_deletes) return true;
+  ASSIGN_OR_RETURN(inplace::GateDecision decision,
+                   opts_.disruption_gate->Allow(pod, op, /*dry_run=*/false));
+  if (decision.allowed) return true;
+  ctx.held.Add(kube::Name(pod), decision);
+  ctx.gate_closed = true;
+  return false;
+}
+
 absl::Status AdsReconciler::ApplyDeletions(Context& ctx, const Deletions& deletions) {
+  // A Standard update's deletion (or its move to PreparingDelete) asks the disruption gate first.
+  auto admitted = [&](const PodAction& a, const Json& pod) -> absl::StatusOr<bool> {
+    if (a.reason != DeleteReason::kUpdate) return true;
+    return AdmitDisruption(ctx, pod, inplace::DisruptionOperation::kDelete);
+  };
   for (const PodAction& a : deletions.prepare_delete) {
     const Json* pod = ctx.PodNamed(a.pod);
-    if (pod != nullptr) RETURN_IF_ERROR(PrepareDelete(ctx, *pod));
+    if (pod == nullptr) continue;
+    ASSIGN_OR_RETURN(bool go, admitted(a, *pod));
+    if (go) RETURN_IF_ERROR(PrepareDelete(ctx, *pod));
   }
   for (const PodAction& a : deletions.remove) {
     const Json* pod = ctx.PodNamed(a.pod);
     if (pod == nullptr) continue;
+    ASSIGN_OR_RETURN(bool go, admitted(a, *pod));
+    if (!go) continue;
     std::string why;
     switch (a.reason) {
       case DeleteReason::kFailed: {
@@ -555,6 +665,9 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
             [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
   ASSIGN_OR_RETURN(bool have_revision, SyncRevisions(ctx));
   if (!have_revision) return kube::Result{absl::Seconds(1)};  // collision counted
+  if (absl::Status st = PreDownloadImages(ctx); !st.ok()) {
+    Logger("daemonset")->warn("{}: image pre-download: {}", ctx.key, st.message());
+  }
 
   absl::Status step;
   auto refreshed = Refresh(ctx);
@@ -585,12 +698,22 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
         RETURN_IF_ERROR(CreatePods(ctx, plan.create));
         for (const InPlaceAction& a : plan.in_place) {
           const Json* pod = ctx.PodNamed(a.pod);
-          if (pod != nullptr) RETURN_IF_ERROR(UpdateInPlace(ctx, *pod, a.update));
+          if (pod == nullptr) continue;
+          ASSIGN_OR_RETURN(bool go,
+                           AdmitDisruption(ctx, *pod, inplace::DisruptionOperation::kUpdate));
+          if (!go) break;
+          RETURN_IF_ERROR(UpdateInPlace(ctx, *pod, a.update));
         }
         return absl::OkStatus();
       };
       ctx.update_result = run_update();
       step = *ctx.update_result;
+      if (!ctx.held.empty()) {
+        Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
+        // A budget frees when a pod becomes available again: usually one of ours, whose event
+        // comes first; the requeue covers a budget shared with other workloads.
+        ctx.Recheck(inplace::kDisruptionRetry);
+      }
     }
   }
   for (auto* result : {&ctx.scale_result, &ctx.update_result}) {
@@ -672,9 +795,23 @@ class DaemonSetGroup : public ControllerGroup {
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
     inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
     inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[3]);
+    if (ctx.feature_enabled(inplace::kPreDownloadDaemonSetGate)) {
+      auto jobs_served = ctx.client->List(res::ImagePullJobs(), "", probe);
+      if (!jobs_served.ok() && kube::IsNotFound(jobs_served.status())) {
+        Logger("daemonset")->warn("ImagePullJob CRD is not served: no image pre-download");
+      } else {
+        inf.image_pull_jobs = ctx.shared != nullptr
+                                  ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
+                                                      &inplace::PreDownloadJobInformerOptions)
+                                  : make(inplace::PreDownloadJobInformerOptions());
+      }
+    }
 
     AdsReconcilerOptions ro;
     ro.clock = ctx.clock;
+    ro.pre_download_images = inf.image_pull_jobs != nullptr;
+    ro.disruption_gate = ctx.disruption_gate;
+    ro.disruption_gate_deletes = ctx.feature_enabled("PodUnavailableBudgetDeleteGate");
     reconciler_ = std::make_unique<AdsReconciler>(ctx.client, inf, ctx.recorder, ro);
     AdsReconciler* r = reconciler_.get();
     r->ObserveThrough(inf.pods);

@@ -14,12 +14,30 @@
 //   3. finds or creates the ControllerRevision of its template (`<name>-<hash>`, collisionCount on
 //      a clash; the pods' controller-revision-hash label and status.updateRevision/daemonSetHash
 //      carry the hash) and prunes history beyond revisionHistoryLimit (default 10, revisions no
-//      pod uses);
-//   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
+//      pod uses); with the feature gate PreDownloadImageForDaemonSetUpdate, while some eligible
+//      node's pod is not at the update revision (and there is an older revision), plans image
+//      pre-download once per revision (manager/inplace/predownload.h, as OpenKruise's
+//      daemonset_predownload_image.go: one ImagePullJob `<revision>-<container>` per container
+//      whose image differs from any older revision's, owned by the set, selecting its pods whose
+//      controller-revision-hash is neither the revision's name nor its hash; parallelism and
+//      timeout from the image-predownload annotations; the revision labelled created, or ignored
+//      when partition is 0 and maxUnavailable (default 1, a percentage of the eligible nodes
+//      rounded down) covers every eligible node: one batch, nothing to warm ahead of). There is no
+//      minimum size, unlike CloneSet's replicas > 3. Unlike OpenKruise (a "todo" there), the
+//      annotation apps.kruise.io/image-predownload-min-updated-ready-pods (int or percent of the
+//      eligible nodes) holds the jobs back until that many updated pods are ready. Once every
+//      eligible node's pod is at the update revision, the set's jobs are deleted. A job that
+//      cannot be created is a Warning event, not retried; pre-download never holds the update;
+////   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
 //      True; a completed in-place update gets InPlaceUpdateReady True and lifecycle state Normal.
 //      A round that changed a pod here ends (the pod's event brings the set back);
+//      a pod in PreparingDelete whose preDelete hook has markPodNotReady gets KruisePodReady False
+//      (workload::KruisePodReadyOps; only pods with that readiness gate, which the pod webhook
+//      adds), so a round that died between the two patches below still ends not ready;
 //   5. scales (PlanScale over every node of the Node cache): deletes pods (uid precondition), moves
-//      pods the preDelete hook holds to lifecycle PreparingDelete, and creates pods in slow-start
+//      pods the preDelete hook holds to lifecycle PreparingDelete (with the hook's
+//      markPodNotReady, then KruisePodReady False, reason PreparingDelete, as OpenKruise's
+//      syncWithPreparingDelete; such a pod never returns to Normal), and creates pods in slow-start
 //      batches (1, 2, 4, ...; a batch with a failure ends the creations), each named
 //      `<set>-<5 random characters>` by us (so the expectation is named before the request) with
 //      the revision's template plus: labels controller-revision-hash (and pod-template-generation
@@ -34,18 +52,27 @@
 //      rolling update only with satisfied expectations): deletions (the next round's scale
 //      creates the new pod), surge creations, and in-place updates (InPlaceUpdateReady and Ready
 //      False, then one patch of the revision label, lifecycle state Updating, the state
-//      annotation, metadata and images);
+//      annotation, metadata and images). With a disruption gate (the PodUnavailableBudget,
+//      manager/inplace/disruption_gate.h; feature gate PodUnavailableBudgetUpdateGate) each pod
+//      the update takes down is put to it first: UPDATE before an in-place update, DELETE before
+//      a Standard update deletes it or moves it to PreparingDelete (only when
+//      PodUnavailableBudgetDeleteGate has the webhook guard pod DELETE too). The first denial
+//      ends the round's update (surge creations still happen), a Warning event
+//      PodUnavailableBudgetDenied names the budget and its pods, and the set is looked at again
+//      after kDisruptionRetry (or at the event of a pod becoming available). OpenKruise's ADS
+//      controller asks nothing itself: its in-place patches and deletions meet the PUB webhook,
+//      and a denial there is a failed write; here it is a skipped pod;
 //   7. writes status through the status subresource (merge patch carrying the resourceVersion it
 //      read, so a stale write is a 409 and the round is retried), only when it changed:
 //      desired/current/misscheduled/ready/available/unavailable/updated counts (CountStatus),
 //      observedGeneration, updateRevision and daemonSetHash, collisionCount, and conditions
 //      FailedScale/FailedUpdate while that step fails;
 //   8. requeues for what no event brings: a pod Ready but not yet available for minReadySeconds, a
-//      failed pod's backoff, a surge pod's wait.
+//      failed pod's backoff, a surge pod's wait, a disruption gate's denial.
 //
-// Left out (documented in README): image pre-download before an update (gate
-// PreDownloadImageForDaemonSetUpdate), preDelete's markPodNotReady, the daemonset.kruise.io
-// deprecated "Surging" rolling update type (validated away by the webhook).
+// Left out (documented in README): the daemonset.kruise.io deprecated "Surging" rolling update
+// type (validated away by the webhook); pre-download of restartable init containers' images
+// (OpenKruise's InPlaceUpdateRestartableInitContainer gate; only regular containers here).
 //
 // Thread-safety: Reconcile may run concurrently for different DaemonSets.
 
@@ -68,6 +95,7 @@
 #include "kube/resources.h"
 #include "manager/controller_group.h"
 #include "manager/daemonset/ads_plan.h"
+#include "manager/inplace/disruption_gate.h"
 
 namespace kruise::manager::daemonset {
 
@@ -83,13 +111,20 @@ struct AdsReconcilerOptions {
   // Failed-pod backoff per node (Kubernetes: 1 s doubling to 15 min).
   absl::Duration failed_backoff_initial = absl::Seconds(1);
   absl::Duration failed_backoff_max = absl::Minutes(15);
+  // Feature gate PreDownloadImageForDaemonSetUpdate (step 3); needs AdsInformers::image_pull_jobs.
+  bool pre_download_images = false;
+  // Asked before each pod the update takes down (step 6); null: none. Must outlive the reconciler.
+  inplace::DisruptionGate* disruption_gate = nullptr;
+  // Also before deletions (PodUnavailableBudgetDeleteGate); else only before in-place updates.
+  bool disruption_gate_deletes = true;
 };
 
 struct AdsInformers {
-  kube::Informer* daemonsets = nullptr;  // indexed by kube::kNamespaceIndex
-  kube::Informer* pods = nullptr;        // SharedInformers::PodOptions()
-  kube::Informer* revisions = nullptr;   // indexed by kube::kControllerUidIndex
-  kube::Informer* nodes = nullptr;       // SharedInformers::NodeOptions()
+  kube::Informer* daemonsets = nullptr;       // indexed by kube::kNamespaceIndex
+  kube::Informer* pods = nullptr;             // SharedInformers::PodOptions()
+  kube::Informer* revisions = nullptr;        // indexed by kube::kControllerUidIndex
+  kube::Informer* nodes = nullptr;            // SharedInformers::NodeOptions()
+  kube::Informer* image_pull_jobs = nullptr;  // with pre-download: PreDownloadJobInformerOptions()
 };
 
 class AdsReconciler final : public kube::Reconciler {
@@ -106,6 +141,7 @@ class AdsReconciler final : public kube::Reconciler {
   struct Context;
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
+  absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
   std::set<std::string> FailedBackoffNodes(Context& ctx);
   absl::Status CreatePods(Context& ctx, const std::vector<std::string>& nodes);
@@ -113,6 +149,12 @@ class AdsReconciler final : public kube::Reconciler {
   absl::Status ApplyDeletions(Context& ctx, const Deletions& deletions);
   absl::Status DeletePod(Context& ctx, const kube::Json& pod, const std::string& why);
   absl::Status PrepareDelete(Context& ctx, const kube::Json& pod);
+  // KruisePodReady False for a pod the preDelete hook (with markPodNotReady) holds.
+  absl::Status MarkPodNotReady(Context& ctx, const kube::Json& pod);
+  // Whether the disruption gate lets the update take `pod` down now (true without a gate). A
+  // denial is recorded for the round's event and closes the gate for the rest of the round.
+  absl::StatusOr<bool> AdmitDisruption(Context& ctx, const kube::Json& pod,
+                                       inplace::DisruptionOperation op);
   absl::Status UpdateInPlace(Context& ctx, const kube::Json& pod,
                              const inplace::InPlaceUpdateSpec& update);
   absl::Status WriteStatus(Context& ctx);
@@ -142,8 +184,10 @@ class AdsReconciler final : public kube::Reconciler {
 std::vector<kube::InformerOptions> AdsInformerOptions();
 
 // The "daemonset" controller group: the informers above (pods, revisions and nodes through
-// SharedInformers when given), the reconciler, a kube::Controller with --daemonset-workers
-// (default 3). A no-op when the Advanced DaemonSet CRD is not served.
+// SharedInformers when given; with PreDownloadImageForDaemonSetUpdate and the ImagePullJob CRD
+// served, the shared ImagePullJob metadata cache), the reconciler (with the context's disruption
+// gate), a kube::Controller with --daemonset-workers (default 3). A no-op when the Advanced
+// DaemonSet CRD is not served.
 std::unique_ptr<ControllerGroup> NewDaemonSetControllerGroup();
 
 }  // namespace kruise::manager::daemonset

@@ -1,10 +1,13 @@
 #include "manager/inplace/predownload.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kube/errors.h"
 #include "kube/object.h"
+#include "kube/resources.h"
 
 namespace kruise::manager::inplace {
 
@@ -34,32 +37,43 @@ Json StringMap(const Json* m) {
   return out;
 }
 
+// Container name -> image of a template's regular containers (image "" when it has none).
+std::map<std::string, std::string> ImagesByContainer(const Json& tmpl) {
+  std::map<std::string, std::string> out;
+  const Json* cs = kube::FindPath(tmpl, {"spec", "containers"});
+  if (cs == nullptr || !cs->is_array()) return out;
+  for (const Json& c : *cs) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) continue;
+    out[c["name"].get<std::string>()] =
+        c.contains("image") && c["image"].is_string() ? c["image"].get<std::string>() : "";
+  }
+  return out;
+}
+
 }  // namespace
+
+std::map<std::string, std::string> ChangedImagesFromAny(const std::vector<Json>& old_templates,
+                                                        const Json& update_template) {
+  std::vector<std::map<std::string, std::string>> olds;
+  for (const Json& t : old_templates) olds.push_back(ImagesByContainer(t));
+  std::map<std::string, std::string> out;
+  for (const auto& [name, image] : ImagesByContainer(update_template)) {
+    if (name.empty() || image.empty()) continue;
+    bool found = false;
+    for (const auto& old : olds) {
+      auto it = old.find(name);
+      if (it == old.end()) continue;
+      found = true;
+      if (it->second != image) out[name] = image;
+    }
+    if (!found) out[name] = image;
+  }
+  return out;
+}
 
 std::map<std::string, std::string> ChangedImages(const Json& current_template,
                                                  const Json& update_template) {
-  std::map<std::string, std::string> old_images;
-  if (const Json* cs = kube::FindPath(current_template, {"spec", "containers"});
-      cs != nullptr && cs->is_array()) {
-    for (const Json& c : *cs) {
-      if (!c.is_object()) continue;
-      old_images[c.value("name", "")] = c.contains("image") && c["image"].is_string()
-                                            ? c["image"].get<std::string>()
-                                            : "";
-    }
-  }
-  std::map<std::string, std::string> out;
-  const Json* cs = kube::FindPath(update_template, {"spec", "containers"});
-  if (cs == nullptr || !cs->is_array()) return out;
-  for (const Json& c : *cs) {
-    if (!c.is_object() || !c.contains("image") || !c["image"].is_string()) continue;
-    const std::string name = c.value("name", "");
-    const std::string image = c["image"].get<std::string>();
-    if (name.empty() || image.empty()) continue;
-    auto it = old_images.find(name);
-    if (it == old_images.end() || it->second != image) out[name] = image;
-  }
-  return out;
+  return ChangedImagesFromAny({current_template}, update_template);
 }
 
 int MinUpdatedReadyPodsToPreDownload(const Json& owner, int replicas) {
@@ -83,9 +97,8 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
     plan.ignore_reason = "the update strategy recreates pods";
     return plan;
   }
-  if (req.replicas <= kMinimumReplicasToPreDownload) {
-    plan.ignore_reason = absl::StrCat("replicas ", req.replicas, " <= ",
-                                      kMinimumReplicasToPreDownload);
+  if (req.min_replicas > 0 && req.replicas <= req.min_replicas) {
+    plan.ignore_reason = absl::StrCat("replicas ", req.replicas, " <= ", req.min_replicas);
     return plan;
   }
   if (req.partition == 0 && req.max_unavailable >= req.replicas) {
@@ -96,11 +109,14 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
   // The workload's pods that are not at the new revision yet.
   Json selector = req.selector.is_object() ? req.selector : Json::object();
   Json values = Json::array({req.update_revision});
+  if (!req.update_revision_hash.empty() && req.update_revision_hash != req.update_revision) {
+    values.push_back(req.update_revision_hash);
+  }
   if (req.revision_labels.is_object()) {
     // apps/v1 controllers label their revisions with the bare hash; pods may carry either.
     auto it = req.revision_labels.find("controller.kubernetes.io/hash");
     if (it != req.revision_labels.end() && it->is_string() && *it != req.update_revision) {
-      values.push_back(*it);
+      if (std::find(values.begin(), values.end(), *it) == values.end()) values.push_back(*it);
     }
   }
   if (!selector.contains("matchExpressions") || !selector["matchExpressions"].is_array()) {
@@ -119,7 +135,8 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
   // As OpenKruise: the job carries the template's labels (so it matches the workload's selector,
   // like everything the workload owns) and the revision; the sandbox gets the same metadata.
   Json labels = StringMap(kube::FindPath(req.update_template, {"metadata", "labels"}));
-  labels["controller-revision-hash"] = req.update_revision;
+  labels["controller-revision-hash"] =
+      req.update_revision_hash.empty() ? req.update_revision : req.update_revision_hash;
   Json annotations = StringMap(kube::FindPath(req.update_template, {"metadata", "annotations"}));
   Json sandbox = {{"labels", StringMap(kube::FindPath(req.update_template, {"metadata", "labels"}))}};
   if (!annotations.empty()) sandbox["annotations"] = annotations;
@@ -135,7 +152,10 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
   const int timeout =
       PositiveAnnotation(req.owner, kImagePreDownloadTimeoutAnnotation, kDefaultTimeoutSeconds);
 
-  for (const auto& [container, image] : ChangedImages(req.current_template, req.update_template)) {
+  const std::map<std::string, std::string> changed =
+      req.old_templates.empty() ? ChangedImages(req.current_template, req.update_template)
+                                : ChangedImagesFromAny(req.old_templates, req.update_template);
+  for (const auto& [container, image] : changed) {
     Json job = {
         {"apiVersion", "apps.kruise.io/v1alpha1"},
         {"kind", "ImagePullJob"},
@@ -157,6 +177,53 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {
     plan.jobs.push_back(std::move(job));
   }
   return plan;
+}
+
+kube::InformerOptions PreDownloadJobInformerOptions() {
+  kube::InformerOptions o;
+  o.resource = kube::resources::ImagePullJobs();
+  o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
+  o.transform = kube::KeepOnlyMetadata({"uid", "ownerReferences", "deletionTimestamp"});
+  return o;
+}
+
+absl::Status CarryOutPreDownload(kube::KubeClient* client, const Json& owner,
+                                 const std::string& revision, const PreDownloadPlan& plan,
+                                 PreDownloadEvent event) {
+  if (plan.already_done) return absl::OkStatus();
+  const std::string ns = kube::Namespace(owner);
+  for (const Json& job : plan.jobs) {
+    auto created = client->Create(kube::resources::ImagePullJobs(), ns, job);
+    if (created.ok()) {
+      event(false, "CreatedImagePullJob",
+            absl::StrCat("created ImagePullJob ", kube::Name(job), " for image ",
+                         job["spec"]["image"].get<std::string>()));
+    } else if (!kube::IsAlreadyExists(created.status())) {
+      event(true, "FailedCreateImagePullJob",
+            absl::StrCat("failed to create ImagePullJob ", kube::Name(job), ": ",
+                         created.status().message()));
+    }
+  }
+  const char* mark =
+      plan.ignore_reason.empty() ? kImagePreDownloadCreatedLabel : kImagePreDownloadIgnoredLabel;
+  Json patch = {{"metadata", {{"labels", {{mark, "true"}}}}}};
+  auto st = client->Patch(kube::resources::ControllerRevisions(), ns, revision,
+                          kube::PatchType::kMerge, patch);
+  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
+  return absl::OkStatus();
+}
+
+absl::Status DeletePreDownloadJobs(kube::KubeClient* client,
+                                   const std::vector<std::shared_ptr<const Json>>& jobs) {
+  for (const auto& job : jobs) {
+    if (kube::IsBeingDeleted(*job)) continue;
+    kube::DeleteOptions del;
+    del.precondition_uid = kube::Uid(*job);
+    absl::Status st = client->Delete(kube::resources::ImagePullJobs(), kube::Namespace(*job),
+                                     kube::Name(*job), del);
+    if (!st.ok() && !kube::IsNotFound(st) && !kube::IsConflict(st)) return st;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kruise::manager::inplace

@@ -20,16 +20,30 @@
 // timeout 300 s (apps.kruise.io/image-predownload-timeout-seconds), backoffLimit 1, and are
 // removed 600 s after they finish; pull secrets from the template, sandboxConfig from its labels
 // and annotations. Pure functions: table tests in test/manager/inplace.
+//
+// Advanced DaemonSet (gate PreDownloadImageForDaemonSetUpdate) asks with three differences, as
+// OpenKruise's daemonset_predownload_image.go: no minimum size (`min_replicas` 0; its "replicas"
+// are the nodes that should run a pod, so only "every pod in one batch" skips), images compared
+// with every older revision (`old_templates`), and pods labelled with the revision's bare hash
+// (`update_revision_hash`). The I/O around a plan is shared too: CarryOutPreDownload creates the
+// jobs and labels the revision, DeletePreDownloadJobs removes a workload's jobs once every pod is
+// at one revision; both read jobs from the one cache of PreDownloadJobInformerOptions.
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "kube/client.h"
+#include "kube/informer.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::inplace {
 
 inline constexpr char kPreDownloadGate[] = "PreDownloadImageForInPlaceUpdate";
+inline constexpr char kPreDownloadDaemonSetGate[] = "PreDownloadImageForDaemonSetUpdate";
 // OpenKruise's label keys on the ControllerRevision (the first one is spelled so upstream).
 inline constexpr char kImagePreDownloadCreatedLabel[] = "apps.kruise.io/pre-predownload-created";
 inline constexpr char kImagePreDownloadIgnoredLabel[] = "apps.kruise.io/image-predownload-ignored";
@@ -54,6 +68,16 @@ struct PreDownloadRequest {
   int replicas = 0;
   int partition = 0;        // resolved against replicas
   int max_unavailable = 0;  // resolved against replicas
+  // Workloads with at most this many replicas get no job (Advanced DaemonSet: 0, no minimum).
+  int min_replicas = kMinimumReplicasToPreDownload;
+  // When not empty, the images are compared with each of these templates instead of
+  // `current_template`: a container's image is pulled when it differs from its container in any
+  // of them, or when none has that container (Advanced DaemonSet: every older revision).
+  std::vector<nlohmann::json> old_templates = {};
+  // The value of the pods' controller-revision-hash label for the new revision when it is not
+  // the revision's name (Advanced DaemonSet: the bare hash): also excluded by the job's pod
+  // selector and put on the job's controller-revision-hash label.
+  std::string update_revision_hash = {};
 };
 
 struct PreDownloadPlan {
@@ -67,7 +91,34 @@ struct PreDownloadPlan {
 std::map<std::string, std::string> ChangedImages(const nlohmann::json& current_template,
                                                  const nlohmann::json& update_template);
 
+// ChangedImages against several old templates (PreDownloadRequest::old_templates).
+std::map<std::string, std::string> ChangedImagesFromAny(
+    const std::vector<nlohmann::json>& old_templates, const nlohmann::json& update_template);
+
 PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req);
+
+// The cache of ImagePullJobs the workloads read to delete theirs: metadata only, indexed by
+// kube::kControllerUidIndex; one informer for every workload (SharedInformers::Named with
+// kPreDownloadJobInformer).
+inline constexpr char kPreDownloadJobInformer[] = "imagepulljobs-metadata";
+kube::InformerOptions PreDownloadJobInformerOptions();
+
+// `event(warning, reason, message)`: an event on the workload.
+using PreDownloadEvent = absl::FunctionRef<void(bool, const std::string&, const std::string&)>;
+
+// Carries out `plan` for the workload `owner` whose new ControllerRevision (in its namespace) is
+// `revision`: nothing when plan.already_done; else creates plan.jobs (AlreadyExists is success;
+// another failure is a Warning FailedCreateImagePullJob and not retried, the update goes on, as
+// OpenKruise; a created one is a Normal CreatedImagePullJob), then labels the revision created,
+// or ignored when plan.ignore_reason is set (a merge patch; the revision gone is not an error).
+absl::Status CarryOutPreDownload(kube::KubeClient* client, const nlohmann::json& owner,
+                                 const std::string& revision, const PreDownloadPlan& plan,
+                                 PreDownloadEvent event);
+
+// Deletes the ImagePullJobs `jobs` (the owner's, from PreDownloadJobInformerOptions' cache) that
+// are not being deleted already, with a uid precondition; gone or replaced ones are skipped.
+absl::Status DeletePreDownloadJobs(kube::KubeClient* client,
+                                   const std::vector<std::shared_ptr<const nlohmann::json>>& jobs);
 
 // The workload's apps.kruise.io/image-predownload-min-updated-ready-pods (int or percent of
 // `replicas`, rounded up): 0 when absent or malformed.

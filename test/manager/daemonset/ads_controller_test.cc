@@ -15,10 +15,13 @@
 #include "kube/informer.h"
 #include "kube/object.h"
 #include "kube/rest_client.h"
+#include "manager/inplace/disruption_gate.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/predownload.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
+#include "test/manager/inplace/fake_disruption_gate.h"
 
 namespace kruise::manager::daemonset {
 namespace {
@@ -27,6 +30,7 @@ using kube::Json;
 using ::testing::ElementsAre;
 constexpr char kSets[] = "daemonsets.apps.kruise.io";
 constexpr char kRevisions[] = "controllerrevisions.apps";
+constexpr char kJobs[] = "imagepulljobs.apps.kruise.io";
 
 class AdsControllerTest : public testing::FakeClusterTest {
  protected:
@@ -37,6 +41,8 @@ class AdsControllerTest : public testing::FakeClusterTest {
     for (kube::InformerOptions& o : AdsInformerOptions()) {
       AddInformer(o);
     }
+    if (pre_download_) AddInformer(inplace::PreDownloadJobInformerOptions());
+    if (gate_ != nullptr) StartRecorder();
     reconciler_ = NewReconciler();
     reconciler_->ObserveThrough(informers_[1].get());
     SyncInformers();
@@ -47,7 +53,12 @@ class AdsControllerTest : public testing::FakeClusterTest {
                      informers_[3].get()};
     AdsReconcilerOptions ro;
     ro.clock = &clock_;
-    return std::make_unique<AdsReconciler>(client_.get(), inf, nullptr, ro);
+    if (pre_download_) {
+      inf.image_pull_jobs = informers_[4].get();
+      ro.pre_download_images = true;
+    }
+    ro.disruption_gate = gate_;
+    return std::make_unique<AdsReconciler>(client_.get(), inf, recorder_.get(), ro);
   }
 
   void AddNode(const std::string& name, Json taints = Json::array()) {
@@ -89,7 +100,8 @@ class AdsControllerTest : public testing::FakeClusterTest {
 
   // Waits until every informer holds what the server holds.
   void Sync() {
-    const std::vector<std::string> names = {kSets, "pods", kRevisions, "nodes"};
+    std::vector<std::string> names = {kSets, "pods", kRevisions, "nodes"};
+    if (pre_download_) names.push_back(kJobs);
     absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       bool same = true;
@@ -196,6 +208,45 @@ class AdsControllerTest : public testing::FakeClusterTest {
     return kube::Label(pod, "controller-revision-hash").value_or("");
   }
 
+  // The KruisePodReady condition as "status/reason", or "none".
+  std::string KruiseReady(const std::string& name) {
+    Json pod = Pod(name);
+    for (const Json& c : pod["status"].value("conditions", Json::array())) {
+      if (c["type"] == "KruisePodReady") {
+        return c["status"].get<std::string>() + "/" + c.value("reason", "");
+      }
+    }
+    return "none";
+  }
+
+  std::vector<Json> Events(const std::string& reason) {
+    EXPECT_TRUE(recorder_->WaitIdle(absl::Seconds(10)));
+    std::vector<Json> out;
+    for (const Json& e : server_->List("events")) {
+      if (e.value("reason", "") == reason) out.push_back(e);
+    }
+    return out;
+  }
+
+  // Rolls every pod to the update revision (the kubelet restarting changed containers, pods
+  // becoming ready), at most `rounds` reconciles.
+  void RollOut(int rounds = 12) {
+    for (int i = 0; i < rounds; ++i) {
+      const std::string rev = Set()["status"].value("updateRevision", "");
+      bool done = Pods().size() == 3;
+      for (const Json& p : Pods()) done = done && Revision(p) == rev;
+      if (done && Set()["status"].value("updatedNumberScheduled", 0) == 3) return;
+      for (const Json& p : Pods()) {
+        if (kube::GetString(p, {"status", "phase"}) == "Running") RestartChanged(kube::Name(p));
+      }
+      MakeAllReady();
+      Reconcile();
+    }
+    FAIL() << "the rollout did not finish";
+  }
+
+  bool pre_download_ = false;                // set before SetUp
+  inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
   std::unique_ptr<AdsReconciler> reconciler_;
 };
 
@@ -493,6 +544,194 @@ TEST_F(AdsControllerTest, FailedPodIsReplacedWithBackoff) {
   clock_.Advance(r.requeue_after);
   Reconcile();
   EXPECT_EQ(PodsByNode().count("node-b"), 0u) << "backoff over";
+}
+
+// preDelete with markPodNotReady: the pod the hook holds is taken out of endpoints through the
+// KruisePodReady condition before it is deleted, as OpenKruise's syncWithPreparingDelete.
+TEST_F(AdsControllerTest, PreDeleteMarkPodNotReadyBeforeDeletion) {
+  CreateSet(
+      {{"lifecycle",
+        {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}, {"markPodNotReady", true}}}}}});
+  Reconcile();
+  for (const Json& p : Pods()) {  // the pod webhook's gate, and the hook's owner's label
+    Json pod = Pod(kube::Name(p));
+    pod["spec"]["readinessGates"] = {{{"conditionType", "KruisePodReady"}}};
+    pod["metadata"]["labels"]["hold"] = "true";
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+  Reconcile();  // the gate's condition starts True
+  MakeAllReady();
+  for (const Json& p : Pods()) EXPECT_EQ(KruiseReady(kube::Name(p)), "True/");
+  const std::string pod_a = PodOn("node-a");
+  SetTaints("node-a", {{{"key", "gone"}, {"effect", "NoExecute"}}});
+  Reconcile();
+  EXPECT_EQ(kube::Label(Pod(pod_a), "lifecycle.apps.kruise.io/state"), "PreparingDelete");
+  EXPECT_EQ(KruiseReady(pod_a), "False/PreparingDelete");
+  Reconcile();
+  EXPECT_EQ(PodOn("node-a"), pod_a) << "held while the hook label is there";
+  EXPECT_EQ(KruiseReady(pod_a), "False/PreparingDelete");
+  // A pod a round left in PreparingDelete without the condition (it stopped between the two
+  // patches): the next round takes it out of endpoints too.
+  const std::string pod_b = PodOn("node-b");
+  Json b = Pod(pod_b);
+  b["metadata"]["labels"]["lifecycle.apps.kruise.io/state"] = "PreparingDelete";
+  ASSERT_TRUE(server_->Put("pods", b).ok());
+  Reconcile();
+  EXPECT_EQ(KruiseReady(pod_b), "False/PreparingDelete");
+  EXPECT_EQ(KruiseReady(PodOn("node-c")), "True/") << "the others stay ready";
+  // The hook lets go: deleted.
+  Json a = Pod(pod_a);
+  a["metadata"]["labels"].erase("hold");
+  ASSERT_TRUE(server_->Put("pods", a).ok());
+  Reconcile();
+  EXPECT_FALSE(server_->Get("pods", "default", pod_a).ok());
+}
+
+// PreDownloadImageForDaemonSetUpdate: one ImagePullJob per changed image, once per revision, for
+// the nodes whose pod is not at the new revision; gone once every pod is.
+class AdsPreDownloadTest : public AdsControllerTest {
+ protected:
+  AdsPreDownloadTest() { pre_download_ = true; }
+};
+
+TEST_F(AdsPreDownloadTest, OneJobPerRevisionForThePodsNotYetUpdated) {
+  CreateSet({{"updateStrategy",
+              {{"type", "RollingUpdate"},
+               {"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Json set = Set();
+  set["metadata"]["annotations"] = {{inplace::kImagePreDownloadParallelismAnnotation, "2"},
+                                    {inplace::kImagePreDownloadTimeoutAnnotation, "120"}};
+  ASSERT_TRUE(server_->Put(kSets, set).ok());
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty()) << "one revision: nothing to warm";
+  const std::string old_hash = Set()["status"]["updateRevision"];
+  const std::string old_pod = PodOn("node-a");
+  Json tmpl = Template("registry.local/agent:v2");
+  tmpl["spec"]["imagePullSecrets"] = {{{"name", "regcred"}}};
+  PatchSpec({{"template", tmpl}});
+  Reconcile();
+  const std::string hash = Set()["status"]["updateRevision"];
+  ASSERT_NE(hash, old_hash);
+  std::vector<Json> jobs = server_->List(kJobs, "default");
+  ASSERT_EQ(jobs.size(), 1u);
+  const Json& job = jobs[0];
+  EXPECT_EQ(kube::Name(job), "agent-" + hash + "-main");
+  auto owner = kube::ControllerOf(job);
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->kind, "DaemonSet");
+  EXPECT_EQ(owner->uid, kube::Uid(Set()));
+  EXPECT_EQ(kube::Label(job, "controller-revision-hash"), hash);
+  EXPECT_EQ(job["spec"]["image"], "registry.local/agent:v2");
+  EXPECT_EQ(job["spec"]["parallelism"], 2);
+  EXPECT_EQ(job["spec"]["pullPolicy"], Json({{"timeoutSeconds", 120}, {"backoffLimit", 1}}));
+  EXPECT_EQ(job["spec"]["pullSecrets"], Json({"regcred"}));
+  // The set's pods whose controller-revision-hash is neither the revision's name nor its hash.
+  const Json& selector = job["spec"]["podSelector"];
+  EXPECT_EQ(selector["matchLabels"], Json({{"app", "agent"}}));
+  EXPECT_EQ(selector["matchExpressions"][0]["operator"], "NotIn");
+  EXPECT_EQ(selector["matchExpressions"][0]["values"], Json({"agent-" + hash, hash}));
+  auto parsed = kube::LabelSelector::FromJson(selector);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_TRUE(parsed->MatchesObject(Pod(old_pod))) << "an old pod's node is warmed";
+  EXPECT_FALSE(parsed->Matches({{"app", "agent"}, {"controller-revision-hash", hash}}));
+  auto rev = server_->Get(kRevisions, "default", "agent-" + hash);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(kube::Label(*rev, inplace::kImagePreDownloadCreatedLabel), "true");
+  // Once per revision: a job removed (its TTL, or by hand) is not made again.
+  ASSERT_TRUE(server_->Remove(kJobs, "default", kube::Name(job)).ok());
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+  EXPECT_EQ(server_->RequestCount("POST", "/imagepulljobs"), 1);
+  // A job still there when every pod is at the new revision is deleted.
+  ASSERT_TRUE(server_->Seed(kJobs, job).ok());
+  RollOut();
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+}
+
+TEST_F(AdsPreDownloadTest, OneBatchSetsAreMarkedIgnored) {
+  // One eligible node, maxUnavailable 1: every pod updates in one batch.
+  SetTaints("node-b", {{{"key", "dedicated"}, {"effect", "NoSchedule"}}});
+  SetTaints("node-c", {{{"key", "dedicated"}, {"effect", "NoSchedule"}}});
+  CreateSet({{"updateStrategy",
+              {{"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+  const std::string hash = Set()["status"]["updateRevision"];
+  auto rev = server_->Get(kRevisions, "default", "agent-" + hash);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(kube::Label(*rev, inplace::kImagePreDownloadIgnoredLabel), "true");
+  EXPECT_FALSE(kube::Label(*rev, inplace::kImagePreDownloadCreatedLabel).has_value());
+}
+
+// The PodUnavailableBudget (issue 17), through a stand-in gate: each pod the update takes down is
+// put to it first; a denial holds the update, a later allow continues it.
+class AdsPubTest : public AdsControllerTest {
+ protected:
+  AdsPubTest() { gate_ = &fake_gate_; }
+  testing::FakeDisruptionGate fake_gate_;
+};
+
+TEST_F(AdsPubTest, DenialHoldsTheStandardUpdateUntilAllowed) {
+  CreateSet({{"updateStrategy",
+              {{"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  EXPECT_THAT(fake_gate_.TakeAsked(), ::testing::IsEmpty()) << "nothing to update yet";
+  const std::string pod_c = PodOn("node-c");
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  const int64_t deletes = server_->RequestCount("DELETE", "/pods/");
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_THAT(fake_gate_.TakeAsked(), ElementsAre(pod_c));
+  EXPECT_EQ(server_->RequestCount("DELETE", "/pods/"), deletes);
+  EXPECT_EQ(PodOn("node-c"), pod_c);
+  std::vector<Json> events = Events(inplace::kDisruptionDeniedReason);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "Warning");
+  EXPECT_EQ(events[0]["involvedObject"]["kind"], "DaemonSet");
+  EXPECT_THAT(events[0]["message"].get<std::string>(), ::testing::HasSubstr(pod_c));
+  EXPECT_THAT(events[0]["message"].get<std::string>(),
+              ::testing::HasSubstr("PodUnavailableBudget web-pub"));
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry) << "still held";
+  EXPECT_EQ(PodOn("node-c"), pod_c);
+  // The budget frees: the update goes on where it stopped.
+  fake_gate_.SetBudget(1);
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-c"), 0u) << "allowed: deleted for the new revision";
+  fake_gate_.TakeAsked();
+  fake_gate_.SetBudget(2);
+  RollOut();
+  const std::string rev = Set()["status"]["updateRevision"];
+  for (const Json& p : Pods()) EXPECT_EQ(Revision(p), rev);
+  EXPECT_EQ(fake_gate_.TakeAsked().size(), 2u) << "each of the other two pods asked once";
+}
+
+TEST_F(AdsPubTest, DenialHoldsTheInPlaceUpdate) {
+  CreateSet(
+      {{"updateStrategy", {{"rollingUpdate", {{"rollingUpdateType", "InPlaceIfPossible"}}}}}});
+  Reconcile();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  const std::string pod_c = PodOn("node-c");
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  const int64_t patches = server_->RequestCount("PATCH", "/pods/");
+  EXPECT_EQ(Reconcile().requeue_after, inplace::kDisruptionRetry);
+  EXPECT_THAT(fake_gate_.TakeAsked(), ElementsAre(pod_c));
+  EXPECT_EQ(server_->RequestCount("PATCH", "/pods/"), patches) << "not touched";
+  EXPECT_EQ(Pod(pod_c)["spec"]["containers"][0]["image"], "registry.local/agent:v1");
+  fake_gate_.SetBudget(1);
+  Reconcile();
+  EXPECT_EQ(Pod(pod_c)["spec"]["containers"][0]["image"], "registry.local/agent:v2");
+  EXPECT_EQ(Revision(Pod(pod_c)), Set()["status"]["updateRevision"]);
+  EXPECT_EQ(Pods().size(), 3u) << "updated in place, nothing deleted";
 }
 
 }  // namespace

@@ -167,5 +167,41 @@ TEST(MinUpdatedReadyPodsToPreDownload, IntPercentAndGarbage) {
   EXPECT_EQ(MinUpdatedReadyPodsToPreDownload(owner, 10), 0);
 }
 
+// Advanced DaemonSet's request (OpenKruise's daemonset_predownload_image.go): no minimum size,
+// every older revision compared, pods labelled with the bare hash.
+TEST(PlanImagePreDownload, DaemonSetRequest) {
+  PreDownloadRequest r = Request();
+  r.owner["kind"] = "DaemonSet";
+  r.update_revision = "agent-7c9d";
+  r.update_revision_hash = "7c9d";
+  r.revision_labels = {{"controller-revision-hash", "7c9d"}};
+  r.current_template = Json();
+  r.min_replicas = 0;
+  r.replicas = 2;
+  r.max_unavailable = 1;
+  // "side" is busybox:1 in the newest old revision but busybox:0 in an older one: pulled.
+  r.old_templates = {Template("nginx:1.26", "busybox:1"), Template("nginx:1.26", "busybox:0")};
+  r.update_template = Template("nginx:1.26", "busybox:1");
+  PreDownloadPlan plan = PlanImagePreDownload(r);
+  EXPECT_EQ(plan.ignore_reason, "");
+  ASSERT_EQ(plan.jobs.size(), 1u);
+  EXPECT_EQ(kube::Name(plan.jobs[0]), "agent-7c9d-side");
+  EXPECT_EQ(kube::Label(plan.jobs[0], "controller-revision-hash"), "7c9d");
+  EXPECT_EQ(plan.jobs[0]["spec"]["podSelector"]["matchExpressions"][0]["values"],
+            Json({"agent-7c9d", "7c9d"}));
+  // A container no old revision has is pulled too; the same image everywhere is not.
+  r.update_template["spec"]["containers"].push_back({{"name", "new"}, {"image", "envoy:1"}});
+  r.old_templates = {Template("nginx:1.26", "busybox:1")};
+  plan = PlanImagePreDownload(r);
+  ASSERT_EQ(plan.jobs.size(), 1u);
+  EXPECT_EQ(kube::Name(plan.jobs[0]), "agent-7c9d-new");
+  // One node, or maxUnavailable covering every node: one batch, ignored.
+  r.replicas = 1;
+  EXPECT_THAT(PlanImagePreDownload(r).ignore_reason, HasSubstr("one batch"));
+  r.replicas = 0;
+  r.max_unavailable = 0;
+  EXPECT_THAT(PlanImagePreDownload(r).ignore_reason, HasSubstr("one batch"));
+}
+
 }  // namespace
 }  // namespace kruise::manager::inplace
