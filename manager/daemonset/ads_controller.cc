@@ -236,10 +236,15 @@ absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
                                                                       kube::Uid(ctx.set)));
     return inplace::DeletePreDownloadJobs(client_, jobs);
   }
+  // Done once per revision (PlanImagePreDownload checks it too; this spares the work below).
+  if (kube::Label(ctx.update_revision, inplace::kImagePreDownloadCreatedLabel).has_value() ||
+      kube::Label(ctx.update_revision, inplace::kImagePreDownloadIgnoredLabel).has_value()) {
+    return absl::OkStatus();
+  }
   const std::string update_name = kube::Name(ctx.update_revision);
   inplace::PreDownloadRequest req;
-  for (const Json& r : ctx.revisions) {
-    if (kube::Name(r) != update_name) req.old_templates.push_back(revision::RevisionTemplate(r));
+  for (const auto& [hash, tmpl] : ctx.templates) {
+    if (hash != ctx.update_hash) req.old_templates.push_back(tmpl);
   }
   // A new set's pods are created at its only revision: nothing to warm ahead of them.
   if (req.old_templates.empty()) return absl::OkStatus();
