@@ -21,9 +21,6 @@ namespace res = kube::resources;
 
 namespace {
 
-constexpr char kAstsLifecycleLabel[] = "lifecycle.apps.kruise.io/state";
-constexpr char kAstsLifecycleTimestamp[] = "lifecycle.apps.kruise.io/timestamp";
-
 bool IsAstsOwner(const kube::OwnerReference& owner) {
   return owner.kind == "StatefulSet" && owner.api_version.rfind("apps.kruise.io/", 0) == 0;
 }
@@ -103,6 +100,7 @@ struct AstsReconciler::Context {
   std::string ns;
   std::string name;
   AstsSpec spec;
+  workload::Lifecycle lifecycle;
   kube::LabelSelector selector = kube::LabelSelector::Nothing();
   std::vector<Json> pods;  // claimed pods, same order as views
   std::vector<AstsPod> views;
@@ -218,16 +216,32 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
       modified = true;
       continue;
     }
-    if (ctx.views[i].lifecycle_state != "Updating" || check.step != Step::kCompleted) continue;
+    // markPodNotReady: ready again once Normal or Updated (a PreparingDelete stays not ready).
+    const std::string& state = ctx.views[i].lifecycle_state;
+    if (Json ops = workload::RestoreKruisePodReadyOps(pod, state, ctx.now); !ops.empty()) {
+      ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
+      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      modified = true;
+      continue;
+    }
+    // The lifecycle's own moves: PreparingNormal -> Normal, an in-place update done (or rolled
+    // back while PreparingUpdate) -> Updated or Normal, Updated -> Normal.
+    const bool completed = state == workload::kStateUpdating && check.step == Step::kCompleted;
+    std::optional<std::string> next = workload::NextLifecycleState(
+        ctx.lifecycle, state, workload::ReadHookedPod(pod),
+        ctx.views[i].revision == ctx.update_revision_name, completed);
+    if (!next.has_value()) continue;
     Json patched = pod;
-    if (!check.status_ops.empty()) {
+    if (completed && !check.status_ops.empty()) {
       ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
     }
-    Json ops = Json::array({inplace::TestResourceVersionOp(patched)});
-    inplace::AppendMapOps(patched, "/metadata/labels", {{kAstsLifecycleLabel, "Normal"}}, &ops);
+    Json ops = workload::LifecycleStateOps(patched, *next, ctx.now);
+    ops.insert(ops.begin(), inplace::TestResourceVersionOp(patched));
     RETURN_IF_ERROR(PatchPod(patched, ops).status());
-    Event(ctx.set, false, "InPlaceUpdateCompleted",
-          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+    if (completed) {
+      Event(ctx.set, false, "InPlaceUpdateCompleted",
+            absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+    }
     modified = true;
   }
   return modified;
@@ -277,6 +291,9 @@ absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
   meta["labels"][revision::kControllerRevisionHashLabel] = kube::Name(rev);
   meta["labels"][kPodNameLabel] = pod_name;
   meta["labels"][kPodIndexLabel] = std::to_string(c.ordinal);
+  // PreparingNormal while a preNormal hook is not all on the template's pod, else Normal.
+  meta["labels"][workload::kLifecycleStateLabel] =
+      workload::InitialLifecycleState(ctx.lifecycle, workload::ReadHookedPod({{"metadata", meta}}));
   meta["ownerReferences"] = Json::array({AstsOwnerRef(ctx.set, true)});
   Json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : Json::object();
   spec["hostname"] = pod_name;
@@ -376,8 +393,38 @@ absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
   return made.status();
 }
 
+absl::Status AstsReconciler::SetLifecycle(Context& ctx, const Json& pod, const std::string& state,
+                                          bool mark_not_ready,
+                                          const workload::LifecycleHook* put_back,
+                                          const std::string& why) {
+  Json patched = pod;
+  if (Json ops = workload::LifecycleStateOps(pod, state, ctx.now, put_back); !ops.empty() &&
+      kube::Label(pod, workload::kLifecycleStateLabel) != state) {
+    ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
+    ASSIGN_OR_RETURN(patched, PatchPod(pod, ops));
+    Event(ctx.set, false, state, absl::StrCat("pod ", kube::Name(pod), " ", why));
+  }
+  if (mark_not_ready) {
+    Json ops = workload::KruisePodReadyOps(patched, false, state, why, ctx.now);
+    if (!ops.empty()) {
+      ops.insert(ops.begin(), inplace::TestResourceVersionOp(patched));
+      RETURN_IF_ERROR(PatchPod(patched, ops, "status").status());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AstsReconciler::DeletePod(Context& ctx, const Json& pod, bool condemned,
                                        const std::string& why) {
+  // preDelete: a pod the hook holds moves to PreparingDelete and waits there; it is deleted by a
+  // later round once the hook is gone (the plan asks for it again every round).
+  const std::string state = kube::Label(pod, workload::kLifecycleStateLabel).value_or("");
+  workload::DeleteDecision hold =
+      workload::DecideDelete(ctx.lifecycle, state, workload::ReadHookedPod(pod));
+  if (hold.action != workload::DeleteDecision::Action::kDelete) {
+    return SetLifecycle(ctx, pod, workload::kStatePreparingDelete, hold.mark_not_ready, nullptr,
+                        absl::StrCat("waits for the preDelete hook before its delete (", why, ")"));
+  }
   kube::DeleteOptions del;
   del.precondition_uid = kube::Uid(pod);
   const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
@@ -423,6 +470,12 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
   const std::string& policy = ctx.spec.pod_update_policy;
   const std::string revision_of_pod =
       kube::Label(pod, revision::kControllerRevisionHashLabel).value_or("");
+  const std::string state = kube::Label(pod, workload::kLifecycleStateLabel).value_or("");
+  if (state == workload::kStatePreparingDelete) {
+    // Its delete was asked already (a recreate or a specified delete): carry on with that.
+    return DeletePod(ctx, pod, /*condemned=*/false,
+                     absl::StrCat("update to revision ", ctx.update_revision_name));
+  }
   if (policy == "InPlaceIfPossible" || policy == "InPlaceOnly") {
     std::string why_not = "the pod's revision is no longer in the history";
     std::optional<inplace::InPlaceUpdateSpec> update;
@@ -432,6 +485,20 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
                                                ctx.update_revision_name, &why_not);
     }
     if (update.has_value()) {
+      // inPlaceUpdate hook: a held pod goes to PreparingUpdate and waits for the hook to go.
+      using Action = workload::InPlaceUpdateDecision::Action;
+      workload::InPlaceUpdateDecision hook =
+          workload::DecideInPlaceUpdate(ctx.lifecycle, state, workload::ReadHookedPod(pod));
+      if (hook.action == Action::kWait) return absl::OkStatus();
+      if (hook.action == Action::kRefuse) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pod ", kube::Name(pod), " may not be updated in place in lifecycle state ", state));
+      }
+      if (hook.action == Action::kPrepare) {
+        return SetLifecycle(ctx, pod, workload::kStatePreparingUpdate, hook.mark_not_ready,
+                            hook.put_hook_back ? &*ctx.lifecycle.in_place_update : nullptr,
+                            "waits for the inPlaceUpdate hook before its in-place update");
+      }
       if (opts_.disruption_gate != nullptr) {
         ASSIGN_OR_RETURN(inplace::GateDecision gate,
                          opts_.disruption_gate->Allow(pod, inplace::DisruptionOperation::kUpdate,
@@ -446,8 +513,8 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
           static_cast<int>(kube::GetInt(ctx.set, {"spec", "updateStrategy", "rollingUpdate",
                                                   "inPlaceUpdateStrategy", "gracePeriodSeconds"})
                                .value_or(0));
-      po.labels = {{kAstsLifecycleLabel, "Updating"}};
-      po.annotations = {{kAstsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
+      po.labels = {{workload::kLifecycleStateLabel, workload::kStateUpdating}};
+      po.annotations = {{workload::kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
       auto patched = inplace::ApplyInPlaceUpdate(
           pod, *update, po, ctx.now,
           [this](const Json& p, const Json& ops, const std::string& sub) {
@@ -583,6 +650,12 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
     return kube::TerminalError(spec.status());
   }
   ctx.spec = *std::move(spec);
+  auto lifecycle = workload::ParseLifecycle(ctx.set);
+  if (!lifecycle.ok()) {
+    Event(ctx.set, true, "InvalidSpec", std::string(lifecycle.status().message()));
+    return kube::TerminalError(lifecycle.status());
+  }
+  ctx.lifecycle = *std::move(lifecycle);
   if (auto numbers = ScaleNumbers(ctx.spec); !numbers.ok()) {
     Event(ctx.set, true, "InvalidSpec", std::string(numbers.status().message()));
     return kube::TerminalError(numbers.status());
@@ -605,7 +678,7 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
       continue;
     }
     // An in-place update counts as incomplete until Refresh sets the lifecycle back.
-    view->update_incomplete = view->lifecycle_state == "Updating";
+    view->update_incomplete = view->lifecycle_state == workload::kStateUpdating;
     if (view->ordinal >= 0) ctx.by_ordinal[view->ordinal] = ctx.pods.size();
     ctx.views.push_back(*std::move(view));
     ctx.pods.push_back(std::move(p));

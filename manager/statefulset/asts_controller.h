@@ -71,6 +71,7 @@
 #include "manager/controller_group.h"
 #include "manager/inplace/disruption_gate.h"
 #include "manager/statefulset/asts_plan.h"
+#include "manager/workload/lifecycle.h"
 
 namespace kruise::manager::statefulset {
 
@@ -117,6 +118,11 @@ class AstsReconciler final : public kube::Reconciler {
   absl::Status DeletePod(Context& ctx, const kube::Json& pod, bool condemned,
                          const std::string& why);
   absl::Status UpdatePod(Context& ctx, const kube::Json& pod);
+  // Moves a pod to lifecycle `state` (the label and its timestamp; with `put_back` that hook's
+  // labels and finalizers too), then with `mark_not_ready` sets KruisePodReady False.
+  absl::Status SetLifecycle(Context& ctx, const kube::Json& pod, const std::string& state,
+                            bool mark_not_ready, const workload::LifecycleHook* put_back,
+                            const std::string& why);
   absl::Status WriteStatus(Context& ctx);
   absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
                                       const std::string& subresource = "");

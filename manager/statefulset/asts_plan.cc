@@ -379,6 +379,14 @@ absl::StatusOr<ScalePlan> PlanScale(const AstsSpec& spec, const std::vector<Asts
       absl::Duration wait;
       if (!IsAvailable(*pod, spec.min_ready_seconds, now, &wait)) {
         NoteWait(wait, &plan.recheck_after);
+        if (ordered && (pod->lifecycle_state == "PreparingUpdate" ||
+                        pod->lifecycle_state == "PreparingDelete")) {
+          // Held by a lifecycle hook for an update or delete only the update step carries out
+          // once the hook goes: stop creating, but let the round go on to that step.
+          plan.waiting = absl::StrCat("pod ", pod->name, " is ", pod->lifecycle_state,
+                                      " (a lifecycle hook holds it)");
+          break;
+        }
         if (ordered) {
           plan.round_ends = true;
           plan.waiting = absl::StrCat("waiting for pod ", pod->name, " to be available");

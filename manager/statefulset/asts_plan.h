@@ -17,7 +17,11 @@
 //      * a missing pod is created. OrderedReady: one per round, the round ends. Parallel: all of
 //        them, unless scaleStrategy.maxUnavailable is set;
 //      * OrderedReady waits (the round ends) on a terminating pod, and on a pod that is not
-//        available: Running, Ready for minReadySeconds, and lifecycle state "" or Normal;
+//        available: Running, Ready for minReadySeconds, and lifecycle state "" or Normal. A pod
+//        in PreparingUpdate or PreparingDelete (a lifecycle hook holds the update or delete the
+//        update step asked for) stops the walk without ending the round, so the update step can
+//        carry on once the hook goes (OpenKruise's monotonic walk would end the round there and
+//        never come back to the held pod);
 //      * Parallel with scaleStrategy.maxUnavailable (int, or a percent of replicas rounded down;
 //        at least 1): a budget counts each pod created now, each terminating pod and each pod not
 //        available; when it reaches zero the walk stops creating, and the round goes on with the
@@ -53,8 +57,9 @@
 //    than `partition` other pods are not at the update revision. OnDelete creates at the update
 //    revision.
 //
-// Not here (the controller slice): PVCs and their retention policy, lifecycle hooks (preDelete
-// turns a delete into PreparingDelete), revisions, status, expectations.
+// Not here (the controller's): PVCs and their retention policy, lifecycle hooks
+// (manager/workload/lifecycle.h: preDelete turns a delete into PreparingDelete, inPlaceUpdate an
+// in-place update into PreparingUpdate), revisions, status, expectations.
 //
 // Pure functions, thread-compatible.
 

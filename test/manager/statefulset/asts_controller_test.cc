@@ -426,6 +426,156 @@ TEST_F(AstsControllerTest, StaleCacheNeverCreatesOrDeletesTwice) {
   EXPECT_EQ(server_->RequestCount("POST", "/pods"), 2);
 }
 
+// ---- Lifecycle hooks (workload::lifecycle) ----------------------------------------------------
+
+// A template whose pods carry both readiness gates, as the pod webhook and an in-place set have.
+Json GatedTemplate(const std::string& image) {
+  Json t = {{"metadata", {{"labels", {{"app", "db"}}}}},
+            {"spec",
+             {{"containers", {{{"name", "main"}, {"image", image}}}},
+              {"readinessGates",
+               {{{"conditionType", inplace::kInPlaceUpdateReadyCondition}},
+                {{"conditionType", "KruisePodReady"}}}}}}};
+  return t;
+}
+
+std::string State(const Json& pod) {
+  return kube::Label(pod, "lifecycle.apps.kruise.io/state").value_or("");
+}
+
+Json Condition(const Json& pod, const std::string& type) {
+  for (const Json& c : pod["status"]["conditions"]) {
+    if (c["type"] == type) return c;
+  }
+  return Json();
+}
+
+class AstsLifecycleTest : public AstsControllerTest {
+ protected:
+  void SetLabel(const std::string& pod_name, const std::string& key, const char* value) {
+    Json pod = Pod(pod_name);
+    if (value == nullptr) {
+      pod["metadata"]["labels"].erase(key);
+    } else {
+      pod["metadata"]["labels"][key] = value;
+    }
+    ASSERT_TRUE(server_->Put("pods", pod).ok());
+  }
+};
+
+TEST_F(AstsLifecycleTest, PreDeleteHoldsScaleDownAndRecreateUntilTheHookGoes) {
+  CreateSet(2,
+            {{"podManagementPolicy", "Parallel"},
+             {"template", GatedTemplate("registry.local/db:v1")},
+             {"lifecycle",
+              {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}, {"markPodNotReady", true}}}}}});
+  Reconcile();
+  Reconcile();  // gates start True
+  MakeAllReady();
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-1")), "Normal");
+  SetLabel("db-1", "hold", "true");
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1")) << "the hook holds db-1";
+  EXPECT_EQ(server_->RequestCount("DELETE", "/pods/db-1"), 0);
+  Json pod = Pod("db-1");
+  EXPECT_EQ(State(pod), "PreparingDelete");
+  EXPECT_EQ(Condition(pod, "KruisePodReady")["status"], "False") << "markPodNotReady";
+  EXPECT_EQ(Condition(pod, "KruisePodReady")["reason"], "PreparingDelete");
+  SetLabel("db-1", "hold", "false");  // another value is not the hook
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_EQ(server_->RequestCount("DELETE", "/pods/db-1"), 1);
+
+  // A recreate update is a delete too.
+  SetLabel("db-0", "hold", "true");
+  const std::string uid0 = kube::Uid(Pod("db-0"));
+  PatchSpec({{"template", GatedTemplate("registry.local/db:v2")}});
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(kube::Uid(Pod("db-0")), uid0);
+  EXPECT_EQ(State(Pod("db-0")), "PreparingDelete");
+  SetLabel("db-0", "hold", nullptr);
+  Reconcile();
+  Reconcile();  // the replacement, at the new revision
+  ASSERT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_NE(kube::Uid(Pod("db-0")), uid0);
+  EXPECT_EQ(Pod("db-0")["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  EXPECT_EQ(State(Pod("db-0")), "Normal");
+}
+
+TEST_F(AstsLifecycleTest, InPlaceUpdateHookHoldsPreparingUpdateThenUpdatedThenNormal) {
+  CreateSet(1,
+            {{"template", GatedTemplate("registry.local/db:v1")},
+             {"updateStrategy", {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}}}}},
+             {"lifecycle",
+              {{"inPlaceUpdate",
+                {{"labelsHandler", {{"hold-update", "true"}}}, {"markPodNotReady", true}}}}}});
+  Reconcile();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  SetLabel("db-0", "hold-update", "true");
+  const std::string uid = kube::Uid(Pod("db-0"));
+  PatchSpec({{"template", GatedTemplate("registry.local/db:v2")}});
+  Reconcile();
+  Reconcile();
+  Json pod = Pod("db-0");
+  EXPECT_EQ(State(pod), "PreparingUpdate");
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.local/db:v1") << "held";
+  EXPECT_EQ(Condition(pod, "KruisePodReady")["status"], "False");
+  EXPECT_EQ(Condition(pod, "KruisePodReady")["reason"], "PreparingUpdate");
+
+  SetLabel("db-0", "hold-update", nullptr);  // the hook's owner is done
+  Reconcile();
+  pod = Pod("db-0");
+  EXPECT_EQ(kube::Uid(pod), uid);
+  EXPECT_EQ(State(pod), "Updating");
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  RestartChanged("db-0");
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-0")), "Updated") << "the hook is not back on the pod yet";
+  Reconcile();
+  EXPECT_EQ(Condition(Pod("db-0"), "KruisePodReady")["status"], "True") << "ready once Updated";
+  SetLabel("db-0", "hold-update", "true");
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-0")), "Normal");
+  EXPECT_EQ(kube::Label(Pod("db-0"), "controller-revision-hash"),
+            Set()["status"]["updateRevision"]);
+}
+
+TEST_F(AstsLifecycleTest, PreNormalHoldsANewPodInPreparingNormal) {
+  CreateSet(2, {{"lifecycle",
+                 {{"preNormal",
+                   {{"labelsHandler", {{"warm", "true"}}}}}}}});
+  Reconcile();
+  ASSERT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_EQ(State(Pod("db-0")), "PreparingNormal");
+  MakeReady("db-0");
+  Reconcile();
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0")) << "OrderedReady waits for Normal";
+  SetLabel("db-0", "warm", "true");
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-0")), "Normal");
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1"));
+
+  // A template that carries the hook already starts Normal.
+  Json t = Template("registry.local/db:v1");
+  t["metadata"]["labels"]["warm"] = "true";
+  PatchSpec({{"template", t}, {"replicas", 3}});
+  MakeReady("db-1");
+  SetLabel("db-1", "warm", "true");
+  Reconcile();  // db-1 to Normal
+  Reconcile();
+  Reconcile();
+  ASSERT_TRUE(PodNames().count("db-2"));
+  EXPECT_EQ(State(Pod("db-2")), "Normal");
+}
+
 // The PodUnavailableBudget (issue 17), through a stand-in gate: an in-place update is put to it
 // first; a denial leaves the pod alone for the round.
 class AstsPubTest : public AstsControllerTest {

@@ -314,6 +314,24 @@ TEST(AstsScale, OrderedReadyCreatesOneAtATimeInOrder) {
   EXPECT_THAT(Ordinals(p.create), ElementsAre(1));
 }
 
+TEST(AstsScale, OrderedReadyLetsTheUpdateStepReachAHookHeldPod) {
+  const AstsSpec spec = Spec(3, false);
+  for (const char* state : {"PreparingUpdate", "PreparingDelete"}) {
+    AstsPod held = Pod(0, kOld);
+    held.lifecycle_state = state;
+    ScalePlan p = Scale(spec, {held, Pod(1, kOld)});
+    EXPECT_THAT(p.create, IsEmpty()) << state;
+    EXPECT_FALSE(p.round_ends) << state << ": the update step must run to release it";
+    EXPECT_THAT(p.waiting, HasSubstr("lifecycle hook")) << state;
+  }
+  // Other lifecycle states still end the round (the pod moves on by itself).
+  for (const char* state : {"PreparingNormal", "Updated", "Updating"}) {
+    AstsPod p0 = Pod(0);
+    p0.lifecycle_state = state;
+    EXPECT_TRUE(Scale(spec, {p0}).round_ends) << state;
+  }
+}
+
 TEST(AstsScale, OrderedReadyWaitsForMinReadySeconds) {
   AstsSpec spec = Spec(2, false);
   spec.min_ready_seconds = 10;
