@@ -25,9 +25,7 @@ using kube::Json;
 
 namespace {
 
-using inplace::AppendConditionOps;
 using inplace::AppendMapOps;
-using inplace::FindCondition;
 using inplace::HasReadinessGate;
 
 Json TestRv(const Json& obj) { return inplace::TestResourceVersionOp(obj); }
@@ -364,20 +362,9 @@ absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool
                                                            const std::string& reason,
                                                            const std::string& message,
                                                            absl::Time now) {
-  if (!HasReadinessGate(pod, kube::kKruisePodReadyCondition)) return pod;
-  const Json* c = FindCondition(pod, kube::kKruisePodReadyCondition);
-  const char* status = ready ? "True" : "False";
-  if (c != nullptr && c->value("status", "") == status && c->value("reason", "") == reason) {
-    return pod;
-  }
-  Json ops = Json::array({TestRv(pod)});
-  AppendConditionOps(pod,
-                     {{{"type", kube::kKruisePodReadyCondition},
-                       {"status", status},
-                       {"reason", reason},
-                       {"message", message},
-                       {"lastTransitionTime", kube::FormatRfc3339(now)}}},
-                     &ops);
+  Json ops = workload::KruisePodReadyOps(pod, ready, reason, message, now);
+  if (ops.empty()) return pod;
+  ops.insert(ops.begin(), TestRv(pod));
   return PatchPod(pod, ops, "status");
 }
 
@@ -385,10 +372,8 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
   PodView view = ViewPod(pod, ctx.spec, ctx.update_revision_name, ctx.now);
   if (IsPodHooked(ctx.spec.pre_delete, view)) {
     if (view.lifecycle_state == kStatePreparingDelete) return absl::OkStatus();
-    Json ops = Json::array({TestRv(pod)});
-    AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingDelete}}, &ops);
-    AppendMapOps(pod, "/metadata/annotations",
-                 {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}}, &ops);
+    Json ops = workload::LifecycleStateOps(pod, kStatePreparingDelete, ctx.now);
+    ops.insert(ops.begin(), TestRv(pod));
     ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
     if (ctx.spec.pre_delete->mark_pod_not_ready) {
       RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingDelete,
@@ -536,6 +521,8 @@ absl::StatusOr<bool> CloneSetReconciler::Scale(Context& ctx) {
 
 absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
   bool modified = false;
+  const workload::Lifecycle lifecycle{ctx.spec.pre_delete, ctx.spec.in_place_update,
+                                      ctx.spec.pre_normal};
   for (size_t i = 0; i < ctx.pods.size(); ++i) {
     const Json& pod = ctx.pods[i];
     // A new pod's gates start True: InPlaceUpdateReady (ours) and KruisePodReady (the pod webhook
@@ -550,22 +537,10 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     const PodView& view = ctx.views[i];
     // markPodNotReady: a pod a lifecycle hook made not ready is ready again once it is Normal
     // (its update done, or its deletion called off). Another party's reason is left alone.
-    if (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal) {
-      const Json* c = FindCondition(pod, kube::kKruisePodReadyCondition);
-      if (c != nullptr && c->value("status", "") == "False" &&
-          (c->value("reason", "") == kStatePreparingUpdate ||
-           c->value("reason", "") == kStatePreparingDelete)) {
-        RETURN_IF_ERROR(SetKruisePodReady(pod, true, "", "", ctx.now).status());
-        modified = true;
-        continue;
-      }
-    }
-    // preNormal: PreparingNormal -> Normal once the hook's labels/finalizers are all there.
-    if (view.lifecycle_state == kStatePreparingNormal &&
-        (!ctx.spec.pre_normal.has_value() || IsPodAllHooked(ctx.spec.pre_normal, view))) {
-      Json ops = Json::array({TestRv(pod)});
-      AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
-      RETURN_IF_ERROR(PatchPod(pod, ops).status());
+    if (Json ops = workload::RestoreKruisePodReadyOps(pod, view.lifecycle_state, ctx.now);
+        !ops.empty()) {
+      ops.insert(ops.begin(), TestRv(pod));
+      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
     }
@@ -586,33 +561,26 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
       modified = true;
       continue;
     }
-    // An in-place update the kubelet has carried out: ready again, lifecycle back to Normal.
-    if (view.lifecycle_state != kStateUpdating || check.step != Step::kCompleted) continue;
+    // The lifecycle's own moves (workload::NextLifecycleState): PreparingNormal -> Normal once
+    // the preNormal hook is all there; an in-place update the kubelet has carried out (ready
+    // again) or a PreparingUpdate rolled back -> Updated while the inPlaceUpdate hook is not all
+    // back, else Normal; Updated -> Normal once it is.
+    const bool completed =
+        view.lifecycle_state == kStateUpdating && check.step == Step::kCompleted;
+    std::optional<std::string> next = workload::NextLifecycleState(
+        lifecycle, view.lifecycle_state, {view.labels, view.finalizers}, view.updated, completed);
+    if (!next.has_value()) continue;
     Json patched = pod;
-    if (!check.status_ops.empty()) {
+    if (completed && !check.status_ops.empty()) {
       ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
     }
-    const bool hooked = ctx.spec.in_place_update.has_value() &&
-                        !ctx.spec.in_place_update->empty() &&
-                        !IsPodHooked(ctx.spec.in_place_update, view);
-    Json ops = Json::array({TestRv(patched)});
-    AppendMapOps(patched, "/metadata/labels",
-                 {{kLifecycleStateLabel, hooked ? kStateUpdated : kStateNormal}}, &ops);
+    Json ops = workload::LifecycleStateOps(patched, *next, ctx.now);
+    ops.insert(ops.begin(), TestRv(patched));
     RETURN_IF_ERROR(PatchPod(patched, ops).status());
-    Event(ctx.cs, false, "InPlaceUpdateCompleted",
-          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
-    modified = true;
-  }
-  // Updated -> Normal once the inPlaceUpdate hook is back on the pod.
-  for (size_t i = 0; i < ctx.pods.size() && !modified; ++i) {
-    if (ctx.views[i].lifecycle_state != kStateUpdated) continue;
-    if (ctx.spec.in_place_update.has_value() &&
-        !IsPodAllHooked(ctx.spec.in_place_update, ctx.views[i])) {
-      continue;
+    if (completed) {
+      Event(ctx.cs, false, "InPlaceUpdateCompleted",
+            absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
     }
-    Json ops = Json::array({TestRv(ctx.pods[i])});
-    AppendMapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
-    RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
     modified = true;
   }
   return modified;
@@ -678,13 +646,26 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
                                                  &why_not);
       }
       if (update.has_value()) {
-        const bool hooked = IsPodHooked(ctx.spec.in_place_update, view);
-        if (hooked && (view.lifecycle_state.empty() || view.lifecycle_state == kStateNormal)) {
-          Json ops = Json::array({TestRv(pod)});
-          AppendMapOps(pod, "/metadata/labels", {{kLifecycleStateLabel, kStatePreparingUpdate}},
-                       &ops);
+        // inPlaceUpdate hook (workload::DecideInPlaceUpdate): a held pod goes to
+        // PreparingUpdate and waits there until the hook is gone.
+        using Action = workload::InPlaceUpdateDecision::Action;
+        const workload::Lifecycle lifecycle{ctx.spec.pre_delete, ctx.spec.in_place_update,
+                                            ctx.spec.pre_normal};
+        workload::InPlaceUpdateDecision hook = workload::DecideInPlaceUpdate(
+            lifecycle, view.lifecycle_state, {view.labels, view.finalizers});
+        if (hook.action == Action::kWait) continue;
+        if (hook.action == Action::kRefuse) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("pod ", kube::Name(pod), " may not be updated in place in lifecycle state ",
+                           view.lifecycle_state));
+        }
+        if (hook.action == Action::kPrepare) {
+          Json ops = workload::LifecycleStateOps(
+              pod, kStatePreparingUpdate, ctx.now,
+              hook.put_hook_back ? &*ctx.spec.in_place_update : nullptr);
+          ops.insert(ops.begin(), TestRv(pod));
           ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
-          if (ctx.spec.in_place_update->mark_pod_not_ready) {
+          if (hook.mark_not_ready) {
             RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingUpdate,
                                               "the CloneSet's inPlaceUpdate hook holds this pod",
                                               ctx.now)
@@ -693,7 +674,6 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
           modified = true;
           continue;
         }
-        if (hooked && view.lifecycle_state == kStatePreparingUpdate) continue;  // hook holds it
         RETURN_IF_ERROR(UpdatePodInPlace(ctx, pod, *update));
         modified = true;
         continue;

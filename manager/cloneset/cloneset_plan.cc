@@ -25,36 +25,6 @@ absl::Status WrongType(const std::string& field, const char* want) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": must be ", want));
 }
 
-absl::StatusOr<std::optional<LifecycleHook>> ParseHook(const Json& lifecycle, const char* name) {
-  const Json& h = PlanMember(lifecycle, name);
-  if (h.is_null()) return std::optional<LifecycleHook>();
-  const std::string field = absl::StrCat("spec.lifecycle.", name);
-  if (!h.is_object()) return WrongType(field, "an object");
-  LifecycleHook hook;
-  const Json& labels = PlanMember(h, "labelsHandler");
-  if (!labels.is_null()) {
-    if (!labels.is_object()) return WrongType(field + ".labelsHandler", "a map of strings");
-    for (const auto& [k, v] : labels.items()) {
-      if (!v.is_string()) return WrongType(field + ".labelsHandler", "a map of strings");
-      hook.labels_handler[k] = v.get<std::string>();
-    }
-  }
-  const Json& finalizers = PlanMember(h, "finalizersHandler");
-  if (!finalizers.is_null()) {
-    if (!finalizers.is_array()) return WrongType(field + ".finalizersHandler", "a list of strings");
-    for (const Json& f : finalizers) {
-      if (!f.is_string()) return WrongType(field + ".finalizersHandler", "a list of strings");
-      hook.finalizers_handler.push_back(f.get<std::string>());
-    }
-  }
-  const Json& mark = PlanMember(h, "markPodNotReady");
-  if (!mark.is_null()) {
-    if (!mark.is_boolean()) return WrongType(field + ".markPodNotReady", "a boolean");
-    hook.mark_pod_not_ready = mark.get<bool>();
-  }
-  return std::optional<LifecycleHook>(std::move(hook));
-}
-
 absl::StatusOr<int64_t> OptionalInt(const Json& obj, const char* key, int64_t def,
                                     const std::string& field) {
   const Json& v = PlanMember(obj, key);
@@ -143,19 +113,11 @@ absl::StatusOr<CloneSetSpec> ParseCloneSetSpec(const Json& cloneset) {
   if (!history.ok()) return history.status();
   s.revision_history_limit = static_cast<int>(std::clamp<int64_t>(*history, 0, INT32_MAX));
 
-  const Json& lifecycle = PlanMember(spec, "lifecycle");
-  if (!lifecycle.is_null() && !lifecycle.is_object()) {
-    return WrongType("spec.lifecycle", "an object");
-  }
-  auto pre_delete = ParseHook(lifecycle, "preDelete");
-  if (!pre_delete.ok()) return pre_delete.status();
-  auto in_place = ParseHook(lifecycle, "inPlaceUpdate");
-  if (!in_place.ok()) return in_place.status();
-  auto pre_normal = ParseHook(lifecycle, "preNormal");
-  if (!pre_normal.ok()) return pre_normal.status();
-  s.pre_delete = *std::move(pre_delete);
-  s.in_place_update = *std::move(in_place);
-  s.pre_normal = *std::move(pre_normal);
+  auto lifecycle = workload::ParseLifecycle(cloneset);
+  if (!lifecycle.ok()) return lifecycle.status();
+  s.pre_delete = std::move(lifecycle->pre_delete);
+  s.in_place_update = std::move(lifecycle->in_place_update);
+  s.pre_normal = std::move(lifecycle->pre_normal);
   return s;
 }
 
@@ -216,31 +178,11 @@ PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& up
 }
 
 bool IsPodHooked(const std::optional<LifecycleHook>& hook, const PodView& pod) {
-  if (!hook.has_value()) return false;
-  for (const auto& [k, want] : hook->labels_handler) {
-    auto it = pod.labels.find(k);
-    if (it != pod.labels.end() && it->second == want) return true;
-  }
-  for (const std::string& f : hook->finalizers_handler) {
-    if (std::find(pod.finalizers.begin(), pod.finalizers.end(), f) != pod.finalizers.end()) {
-      return true;
-    }
-  }
-  return false;
+  return workload::IsPodHooked(hook, {pod.labels, pod.finalizers});
 }
 
 bool IsPodAllHooked(const std::optional<LifecycleHook>& hook, const PodView& pod) {
-  if (!hook.has_value()) return false;
-  for (const auto& [k, want] : hook->labels_handler) {
-    auto it = pod.labels.find(k);
-    if (it == pod.labels.end() || it->second != want) return false;
-  }
-  for (const std::string& f : hook->finalizers_handler) {
-    if (std::find(pod.finalizers.begin(), pod.finalizers.end(), f) == pod.finalizers.end()) {
-      return false;
-    }
-  }
-  return true;
+  return workload::IsPodAllHooked(hook, {pod.labels, pod.finalizers});
 }
 
 Diffs CalculateDiffs(const CloneSetSpec& spec, const ScaledNumbers& n,

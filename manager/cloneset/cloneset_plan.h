@@ -26,19 +26,16 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "manager/inplace/update_order.h"
+#include "manager/workload/lifecycle.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::cloneset {
 
 using Json = nlohmann::json;
 
-// A lifecycle hook (spec.lifecycle.preDelete / inPlaceUpdate / preNormal).
-struct LifecycleHook {
-  std::map<std::string, std::string> labels_handler;
-  std::vector<std::string> finalizers_handler;
-  bool mark_pod_not_ready = false;
-  bool empty() const { return labels_handler.empty() && finalizers_handler.empty(); }
-};
+// A lifecycle hook (spec.lifecycle.preDelete / inPlaceUpdate / preNormal), shared with the
+// Advanced StatefulSet (manager/workload/lifecycle.h).
+using LifecycleHook = workload::LifecycleHook;
 
 // The parts of a CloneSet's spec the planners read, defaults applied.
 struct CloneSetSpec {
@@ -94,7 +91,7 @@ PodView ViewPod(const Json& pod, const CloneSetSpec& spec, const std::string& up
                 absl::Time now);
 
 // Whether the hook holds the pod (any of its labels with that value, or any finalizer), and
-// whether all of them are present.
+// whether all of them are present (workload::IsPodHooked / IsPodAllHooked on the view).
 bool IsPodHooked(const std::optional<LifecycleHook>& hook, const PodView& pod);
 bool IsPodAllHooked(const std::optional<LifecycleHook>& hook, const PodView& pod);
 
