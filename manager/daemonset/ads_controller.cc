@@ -26,8 +26,6 @@ namespace res = kube::resources;
 namespace {
 
 // Names distinct from ads_plan.cc's and ads_admission.cc's file-local ones (unity builds).
-constexpr char kAdsLifecycleLabel[] = "lifecycle.apps.kruise.io/state";
-constexpr char kAdsLifecycleTimestamp[] = "lifecycle.apps.kruise.io/timestamp";
 constexpr char kAdsTemplateGenerationLabel[] = "pod-template-generation";
 constexpr char kAdsPreDeleteNotReadyMessage[] = "the DaemonSet's preDelete hook holds this pod";
 
@@ -319,7 +317,7 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
       modified = true;
       continue;
     }
-    if (ctx.views[i].lifecycle_state != "Updating") continue;
+    if (ctx.views[i].lifecycle_state != workload::kStateUpdating) continue;
     inplace::InPlaceUpdateCheck check =
         inplace::CheckInPlaceUpdate(pod, /*grace_period_seconds=*/0, ctx.now, revision_template);
     if (check.step != inplace::InPlaceUpdateCheck::Step::kCompleted) continue;
@@ -328,7 +326,8 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
       ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
     }
     Json ops = Json::array({inplace::TestResourceVersionOp(patched)});
-    inplace::AppendMapOps(patched, "/metadata/labels", {{kAdsLifecycleLabel, "Normal"}}, &ops);
+    inplace::AppendMapOps(patched, "/metadata/labels",
+                          {{workload::kLifecycleStateLabel, workload::kStateNormal}}, &ops);
     RETURN_IF_ERROR(PatchPod(patched, ops).status());
     Event(ctx.set, false, "InPlaceUpdateCompleted",
           absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
@@ -381,7 +380,7 @@ absl::Status AdsReconciler::CreatePod(Context& ctx, const std::string& node) {
   if (ctx.spec.template_generation.has_value()) {
     meta["labels"][kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
   }
-  meta["labels"][kAdsLifecycleLabel] = "Normal";
+  meta["labels"][workload::kLifecycleStateLabel] = workload::kStateNormal;
   meta["ownerReferences"] = Json::array({AdsOwnerRef(ctx.set)});
   Json spec = tmpl.contains("spec") && tmpl["spec"].is_object() ? tmpl["spec"] : Json::object();
   SetNodeAffinity(spec, node);
@@ -430,9 +429,9 @@ absl::Status AdsReconciler::DeletePod(Context& ctx, const Json& pod, const std::
 
 absl::Status AdsReconciler::PrepareDelete(Context& ctx, const Json& pod) {
   Json ops = Json::array({inplace::TestResourceVersionOp(pod)});
-  inplace::AppendMapOps(pod, "/metadata/labels", {{kAdsLifecycleLabel, "PreparingDelete"}}, &ops);
-  inplace::AppendMapOps(pod, "/metadata/annotations",
-                        {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}}, &ops);
+  for (Json& op : workload::LifecycleStateOps(pod, workload::kStatePreparingDelete, ctx.now)) {
+    ops.push_back(std::move(op));
+  }
   auto patched = PatchPod(pod, ops);
   if (!patched.ok()) {
     if (kube::IsNotFound(patched.status())) return absl::OkStatus();
@@ -527,11 +526,11 @@ absl::Status AdsReconciler::ApplyDeletions(Context& ctx, const Deletions& deleti
 absl::Status AdsReconciler::UpdateInPlace(Context& ctx, const Json& pod,
                                           const inplace::InPlaceUpdateSpec& update) {
   inplace::InPlaceUpdatePatchOptions po;
-  po.labels = {{kAdsLifecycleLabel, "Updating"}};
+  po.labels = {{workload::kLifecycleStateLabel, workload::kStateUpdating}};
   if (ctx.spec.template_generation.has_value()) {
     po.labels[kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
   }
-  po.annotations = {{kAdsLifecycleTimestamp, kube::FormatRfc3339(ctx.now)}};
+  po.annotations = {{workload::kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
   auto patched = inplace::ApplyInPlaceUpdate(
       pod, update, po, ctx.now,
       [this](const Json& p, const Json& ops, const std::string& sub) {

@@ -413,17 +413,8 @@ absl::StatusOr<AdsSpec> ParseAdsSpec(const Json& daemonset) {
   if (kube::Annotation(ds, kProgressiveCreatePodAnnotation).value_or("") == "true") {
     out.partitioned_scaling = true;
   }
-  if (const Json* hook = kube::FindPath(spec, {"lifecycle", "preDelete"});
-      hook != nullptr && hook->is_object()) {
-    LifecycleHook h;
-    RETURN_IF_ERROR(ReadStringMap(*hook, "labelsHandler", "spec.lifecycle.preDelete.labelsHandler",
-                                  &h.labels_handler));
-    RETURN_IF_ERROR(ReadStrings(*hook, "finalizersHandler",
-                                "spec.lifecycle.preDelete.finalizersHandler",
-                                &h.finalizers_handler));
-    h.mark_pod_not_ready = kube::GetBool(*hook, {"markPodNotReady"}).value_or(false);
-    out.pre_delete = std::move(h);
-  }
+  ASSIGN_OR_RETURN(workload::Lifecycle lifecycle, workload::ParseLifecycle(ds));
+  out.pre_delete = std::move(lifecycle.pre_delete);
   if (auto gen = kube::Annotation(ds, kTemplateGenerationAnnotation)) {
     int64_t g = 0;
     if (absl::SimpleAtoi(*gen, &g)) out.template_generation = g;
@@ -500,16 +491,7 @@ bool IsAvailable(const AdsPod& pod, int min_ready_seconds, absl::Time now) {
 
 bool IsPodHooked(const std::optional<LifecycleHook>& hook, const AdsPod& pod) {
   if (!hook.has_value()) return false;
-  for (const auto& [k, want] : hook->labels_handler) {
-    auto it = pod.labels.find(k);
-    if (it != pod.labels.end() && it->second == want) return true;
-  }
-  for (const std::string& f : hook->finalizers_handler) {
-    if (std::find(pod.finalizers.begin(), pod.finalizers.end(), f) != pod.finalizers.end()) {
-      return true;
-    }
-  }
-  return false;
+  return workload::IsPodHooked(hook, workload::HookedPod{pod.labels, pod.finalizers});
 }
 
 // ---- Plans --------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@
 #include "kube/object.h"
 #include "manager/inplace/inplace_update.h"
 #include "manager/inplace/update_order.h"
+#include "manager/workload/lifecycle.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::daemonset {
@@ -151,11 +152,9 @@ Eligibility NodeShouldRunDaemonPod(const DaemonPlacement& placement, const NodeV
 
 // ---- Spec and pods --------------------------------------------------------------------------
 
-struct LifecycleHook {
-  std::map<std::string, std::string> labels_handler;
-  std::vector<std::string> finalizers_handler;
-  bool mark_pod_not_ready = false;
-};
+// spec.lifecycle's hooks, as every workload reads them (manager/workload/lifecycle.h); a
+// DaemonSet uses preDelete only.
+using workload::LifecycleHook;
 
 // The parts of a DaemonSet the planners read, OpenKruise's defaults applied.
 struct AdsSpec {
