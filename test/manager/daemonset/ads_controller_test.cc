@@ -58,6 +58,7 @@ class AdsControllerTest : public testing::FakeClusterTest {
       ro.pre_download_images = true;
     }
     ro.disruption_gate = gate_;
+    ro.disruption_gate_deletes = gate_deletes_;
     return std::make_unique<AdsReconciler>(client_.get(), inf, recorder_.get(), ro);
   }
 
@@ -247,6 +248,7 @@ class AdsControllerTest : public testing::FakeClusterTest {
 
   bool pre_download_ = false;                // set before SetUp
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
+  bool gate_deletes_ = true;                 // set before SetUp
   std::unique_ptr<AdsReconciler> reconciler_;
 };
 
@@ -651,6 +653,32 @@ TEST_F(AdsPreDownloadTest, OneJobPerRevisionForThePodsNotYetUpdated) {
   EXPECT_TRUE(server_->List(kJobs).empty());
 }
 
+// apps.kruise.io/image-predownload-min-updated-ready-pods: the jobs wait for that many updated
+// pods to be ready (a canary first).
+TEST_F(AdsPreDownloadTest, MinUpdatedReadyPodsHoldsTheJobsBack) {
+  CreateSet({{"updateStrategy",
+              {{"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Json set = Set();
+  set["metadata"]["annotations"] = {{inplace::kImagePreDownloadMinUpdatedReadyPodsAnnotation, "1"}};
+  ASSERT_TRUE(server_->Put(kSets, set).ok());
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  Reconcile();  // node-c's old pod deleted
+  Reconcile();  // its new pod created
+  EXPECT_TRUE(server_->List(kJobs).empty()) << "no updated pod ready yet";
+  const std::string hash = Set()["status"]["updateRevision"];
+  EXPECT_FALSE(kube::Label(*server_->Get(kRevisions, "default", "agent-" + hash),
+                           inplace::kImagePreDownloadCreatedLabel)
+                   .has_value());
+  MakeReady(PodOn("node-c"));
+  Reconcile();
+  std::vector<Json> jobs = server_->List(kJobs, "default");
+  ASSERT_EQ(jobs.size(), 1u) << "the canary is ready";
+  EXPECT_EQ(kube::Name(jobs[0]), "agent-" + hash + "-main");
+}
+
 TEST_F(AdsPreDownloadTest, OneBatchSetsAreMarkedIgnored) {
   // One eligible node, maxUnavailable 1: every pod updates in one batch.
   SetTaints("node-b", {{{"key", "dedicated"}, {"effect", "NoSchedule"}}});
@@ -732,6 +760,24 @@ TEST_F(AdsPubTest, DenialHoldsTheInPlaceUpdate) {
   EXPECT_EQ(Pod(pod_c)["spec"]["containers"][0]["image"], "registry.local/agent:v2");
   EXPECT_EQ(Revision(Pod(pod_c)), Set()["status"]["updateRevision"]);
   EXPECT_EQ(Pods().size(), 3u) << "updated in place, nothing deleted";
+}
+
+// Without PodUnavailableBudgetDeleteGate nobody guards pod DELETE: only in-place updates ask.
+class AdsPubUpdateOnlyTest : public AdsPubTest {
+ protected:
+  AdsPubUpdateOnlyTest() { gate_deletes_ = false; }
+};
+
+TEST_F(AdsPubUpdateOnlyTest, StandardDeletionsDoNotAsk) {
+  CreateSet({{"updateStrategy",
+              {{"rollingUpdate", {{"rollingUpdateType", "Standard"}, {"maxUnavailable", 1}}}}}});
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  PatchSpec({{"template", Template("registry.local/agent:v2")}});
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-c"), 0u) << "deleted with the budget spent";
+  EXPECT_THAT(fake_gate_.TakeAsked(), ::testing::IsEmpty());
 }
 
 }  // namespace
