@@ -28,12 +28,14 @@
 //      eligible nodes) holds the jobs back until that many updated pods are ready. Once every
 //      eligible node's pod is at the update revision, the set's jobs are deleted. A job that
 //      cannot be created is a Warning event, not retried; pre-download never holds the update;
-////   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
-//      True; a completed in-place update gets InPlaceUpdateReady True and lifecycle state Normal.
-//      A round that changed a pod here ends (the pod's event brings the set back);
+//   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
+//      True; a completed in-place update gets InPlaceUpdateReady True and lifecycle state Normal;
 //      a pod in PreparingDelete whose preDelete hook has markPodNotReady gets KruisePodReady False
 //      (workload::KruisePodReadyOps; only pods with that readiness gate, which the pod webhook
-//      adds), so a round that died between the two patches below still ends not ready;
+//      adds), so a round that died between the two patches of step 5 still ends not ready, and a
+//      pod back in Normal with KruisePodReady False for a lifecycle reason gets it True
+//      (workload::RestoreKruisePodReadyOps). A round that changed a pod here ends (the pod's
+//      event brings the set back);
 //   5. scales (PlanScale over every node of the Node cache): deletes pods (uid precondition), moves
 //      pods the preDelete hook holds to lifecycle PreparingDelete (with the hook's
 //      markPodNotReady, then KruisePodReady False, reason PreparingDelete, as OpenKruise's
