@@ -762,6 +762,19 @@ TEST_F(AdsPubTest, DenialHoldsTheInPlaceUpdate) {
   EXPECT_EQ(Pods().size(), 3u) << "updated in place, nothing deleted";
 }
 
+// Only the update asks: a pod whose node no longer takes it is deleted without asking (its
+// DELETE still meets the PUB webhook, as any client's).
+TEST_F(AdsPubTest, ScaleDeletionsDoNotAsk) {
+  CreateSet();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  SetTaints("node-a", {{{"key", "gone"}, {"effect", "NoExecute"}}});
+  Reconcile();
+  EXPECT_EQ(PodsByNode().count("node-a"), 0u);
+  EXPECT_THAT(fake_gate_.TakeAsked(), ::testing::IsEmpty());
+}
+
 // Without PodUnavailableBudgetDeleteGate nobody guards pod DELETE: only in-place updates ask.
 class AdsPubUpdateOnlyTest : public AdsPubTest {
  protected:
