@@ -188,12 +188,14 @@ PYEOF
 # start_host_manager MANAGER WORK PORT: one kruise-manager on the host with the admin kubeconfig,
 # its webhooks registered by URL on 127.0.0.1:PORT, /readyz on PORT+1, metrics on PORT+2, log in
 # WORK/manager.log; no leader election (the only replica). Sets MANAGER_PID; waits for /readyz.
+# HOST_MANAGER_GATES (optional, e.g. PodUnavailableBudgetUpdateGate=true) adds feature gates.
 start_host_manager() {
   local manager=$1 work=$2 port=$3
   env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT="$port" \
     WEBHOOK_CERT_DIR="$work/certs" "$manager" --kubeconfig "$KUBECONFIG" \
     --webhook-bind-address=127.0.0.1 --health-probe-addr="127.0.0.1:$((port + 1))" \
-    --metrics-addr="127.0.0.1:$((port + 2))" --feature-gates=ImagePullJobGate=true \
+    --metrics-addr="127.0.0.1:$((port + 2))" \
+    --feature-gates=ImagePullJobGate=true${HOST_MANAGER_GATES:+,$HOST_MANAGER_GATES} \
     --nodeimage-creation-delay=0s >"$work/manager.log" 2>&1 &
   MANAGER_PID=$!
   HOST_MANAGER_HEALTH=127.0.0.1:$((port + 1))

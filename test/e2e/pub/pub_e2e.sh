@@ -13,9 +13,17 @@
 #   4. kube-system: a pod there under a PUB of minAvailable 1 is deleted all the same;
 #   5. the budget recovers (unavailableAllowed 1, disruptedPods empty) once the replacement is Ready;
 #   6. a second PUB whose selector overlaps the first is refused;
-#   7. the budget spent again, the manager stopped (the replicas scaled to 0): a pod delete still
-#      passes (failurePolicy Ignore).
+#   7. the OpenKruise 0.10 release blog's PUB (targetRef a CloneSet of 5, maxUnavailable 60%):
+#      status totalReplicas 5, desiredAvailable 2, unavailableAllowed 3;
+#   8. an in-place image update of that CloneSet (InPlaceIfPossible, its own maxUnavailable 100%,
+#      the manager run with PodUnavailableBudgetUpdateGate): a watch over the whole update never
+#      sees more than 3 pods down at once (not Ready, or InPlaceUpdateReady False), the update
+#      completes with every pod kept (same UID, new image), the CloneSet reports the budget's
+#      denials (PodUnavailableBudgetDenied), and the budget recovers;
+#   9. the budget spent again, the manager stopped: a pod delete still passes (failurePolicy
+#      Ignore).
 #
+# The manager runs with PodUnavailableBudgetUpdateGate=true (lib.sh's HOST_MANAGER_GATES).
 # Everything it creates is deleted again, also on failure (namespace, the kube-system pod and PUB,
 # manager, its Lease, webhook configurations, RBAC, certificate Secret); CRDs and the kruise
 # namespaces are left. Usage: pub_e2e.sh KRUISE_MANAGER_BINARY
@@ -47,9 +55,12 @@ cleanup() {
     k -n "$NS" get pods -o wide 2>/dev/null | sed 's/^/    /'
     say "budgets:"
     k -n "$NS" get pub -o yaml 2>/dev/null | grep -A20 '^  status:' | sed 's/^/    /'
+    say "events (last 15):"
+    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -15 | sed 's/^/    /'
     say "manager log (tail):"
     tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
   fi
+  [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" 2>/dev/null && wait "$WATCH_PID" 2>/dev/null
   k -n kube-system delete pub "$SYS_NAME" --ignore-not-found >/dev/null 2>&1
   k -n kube-system delete pod "$SYS_NAME" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
   delete_test_deployment "$WORK" "$NS"
@@ -130,8 +141,9 @@ step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager 
 deploy_manager_objects "$WORK" "$NS"
 k wait --for condition=established --timeout=60s crd/podunavailablebudgets.policy.kruise.io >/dev/null ||
   die "the PodUnavailableBudget CRD is not established"
-start_host_manager "$MANAGER" "$WORK" "$BASE"
-step_done "manager ready"
+# Our CloneSet asks the budget before each in-place update (step 8) under OpenKruise's gate.
+HOST_MANAGER_GATES=PodUnavailableBudgetUpdateGate=true start_host_manager "$MANAGER" "$WORK" "$BASE"
+step_done "manager ready (PodUnavailableBudgetUpdateGate on)"
 
 # --- 2 -------------------------------------------------------------------------------------------
 step 2 "a Deployment of 4 pods under a PUB of maxUnavailable 1"
@@ -244,7 +256,131 @@ grep -q 'overlap' "$WORK/apply.log" || die "refused without naming the overlap: 
 step_done "refused: $(grep -o 'denied the request: .*' "$WORK/apply.log" | head -c 200)"
 
 # --- 7 -------------------------------------------------------------------------------------------
-step 7 "with the manager stopped, a delete passes (failurePolicy Ignore)"
+step 7 "the 0.10 release blog's PodUnavailableBudget over a CloneSet (maxUnavailable 60%)"
+# The CloneSet's own maxUnavailable (100%) would take all 5 pods down at once: only the budget
+# holds the update of step 8 back. Pods are Ready 6 s after each (re)start of their container.
+cat >"$WORK/cloneset.yaml" <<EOF
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: web-server
+spec:
+  replicas: 5
+  selector:
+    matchLabels:
+      app: web-server
+  updateStrategy:
+    type: InPlaceIfPossible
+    maxUnavailable: 100%
+  template:
+    metadata:
+      labels:
+        app: web-server
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: $KUBE_LOCAL_BUSYBOX_IMAGE
+        command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+        readinessProbe:
+          exec:
+            command: ["true"]
+          initialDelaySeconds: 6
+          periodSeconds: 1
+EOF
+k -n "$NS" apply -f "$WORK/cloneset.yaml" >"$WORK/apply.log" 2>&1 || die "creating the CloneSet: $(cat "$WORK/apply.log")"
+# The blog's budget as written, but for its apiVersion (the blog says apps.kruise.io; the CRD is
+# policy.kruise.io) and namespace.
+cat >"$WORK/pub-cloneset.yaml" <<EOF
+apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata:
+  name: web-server-pub
+spec:
+  targetRef:
+    apiVersion: apps.kruise.io/v1alpha1
+    kind: CloneSet
+    name: web-server
+  # cloneset.replicas (5) * 60% = 3 pods may be unavailable at once
+  maxUnavailable: 60%
+EOF
+k -n "$NS" apply -f "$WORK/pub-cloneset.yaml" >"$WORK/apply.log" 2>&1 ||
+  die "creating the blog's PUB: $(cat "$WORK/apply.log")"
+cs_pods() { # "name uid image ready" per live pod of the CloneSet, sorted
+  k -n "$NS" get pods -l app=web-server -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | [.metadata.name, .metadata.uid, .spec.containers[0].image,
+       (any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | @tsv' | sort
+}
+cs_budget_full() {
+  [ "$(cs_pods | awk -F'\t' '$4 == "true"' | wc -l)" = 5 ] &&
+    pub_is web-server-pub '.status.totalReplicas == 5 and .status.desiredAvailable == 2
+      and .status.currentAvailable == 5 and .status.unavailableAllowed == 3
+      and ((.status.unavailablePods // {}) | length) == 0
+      and .status.observedGeneration == .metadata.generation'
+}
+wait_for 120 "5 Ready CloneSet pods and the blog's budget at unavailableAllowed 3" cs_budget_full
+columns=$(k -n "$NS" get pub web-server-pub --no-headers | awk '{ print $2, $3, $4, $5 }')
+[ "$columns" = "3 5 2 5" ] || die "kubectl get pub: ALLOWED CURRENT DESIRED TOTAL = $columns"
+step_done "totalReplicas 5, desiredAvailable 2, unavailableAllowed 3 (kubectl get pub: $columns)"
+
+# --- 8 -------------------------------------------------------------------------------------------
+step 8 "an in-place image update of the CloneSet never takes more pods down than the budget"
+cs_pods >"$WORK/cs-before.tsv"
+"$KUBECTL" -n "$NS" get pods -l app=web-server -w --output-watch-events -o json >"$WORK/watch8.json" 2>/dev/null &
+WATCH_PID=$!
+watch_listed() { [ "$(grep -c '^{"type":"ADDED"' "$WORK/watch8.json" 2>/dev/null)" -ge 5 ]; }
+wait_for 20 "the watch's first events" watch_listed
+k -n "$NS" patch cloneset web-server --type json \
+  -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$KUBE_LOCAL_REGISTRY/busybox:v1\"}]" \
+  >/dev/null || die "patching the CloneSet's image"
+cs_updated() {
+  [ "$(k -n "$NS" get cloneset web-server -o json | jq -r '.status.updatedReplicas == 5
+    and .status.updatedReadyReplicas == 5 and .status.readyReplicas == 5
+    and .status.currentRevision == .status.updateRevision
+    and .status.observedGeneration == .metadata.generation')" = true ]
+}
+wait_for 240 "all 5 pods updated in place and Ready" cs_updated
+kill "$WATCH_PID" 2>/dev/null
+wait "$WATCH_PID" 2>/dev/null
+WATCH_PID=
+# A pod is down while it is not Ready or its in-place update holds InPlaceUpdateReady False (the
+# engine sets it before the image patch and back once the container restarted).
+read -r max_down updates < <(PYTHONPATH="$ROOT/test/e2e" python3 - "$WORK/watch8.json" <<'PY'
+import sys
+from watch_events import events
+down, max_down, restarted = {}, 0, set()
+for ev in events(sys.argv[1]):
+    obj = ev.get("object", {})
+    name = obj.get("metadata", {}).get("name")
+    if ev.get("type") == "DELETED" or obj.get("metadata", {}).get("deletionTimestamp"):
+        down.pop(name, None)
+        continue
+    conds = {c.get("type"): c.get("status") for c in obj.get("status", {}).get("conditions", [])}
+    down[name] = conds.get("Ready") != "True" or conds.get("InPlaceUpdateReady") == "False"
+    if conds.get("InPlaceUpdateReady") == "False":
+        restarted.add(name)
+    max_down = max(max_down, sum(down.values()))
+print(max_down, len(restarted))
+PY
+)
+[ "$max_down" -le 3 ] || die "$max_down pods were down at once (the budget allows 3)"
+[ "$updates" = 5 ] || die "the watch saw $updates of 5 pods start an in-place update"
+cs_pods >"$WORK/cs-after.tsv"
+join -t $'\t' "$WORK/cs-before.tsv" "$WORK/cs-after.tsv" |
+  awk -F'\t' -v img="$KUBE_LOCAL_REGISTRY/busybox:v1" '$2 == $5 && $6 == img' | wc -l >"$WORK/kept"
+[ "$(cat "$WORK/kept")" = 5 ] || die "only $(cat "$WORK/kept") of 5 pods were updated in place: $(cut -f1,2,3 "$WORK/cs-after.tsv" | tr '\n' ' ')"
+denials=$(k -n "$NS" get events -o json | jq '[.items[] | select(.reason == "PodUnavailableBudgetDenied"
+  and .involvedObject.kind == "CloneSet" and .involvedObject.name == "web-server")] | length')
+[ "$denials" -ge 1 ] || die "no PodUnavailableBudgetDenied event: the budget never held the update back"
+cs_budget_recovered() {
+  pub_is web-server-pub '.status.currentAvailable == 5 and .status.unavailableAllowed == 3'
+}
+wait_for 60 "the blog's budget back at unavailableAllowed 3" cs_budget_recovered
+step_done "5 pods updated in place (UIDs kept); at most $max_down down at once (budget 3); $denials denial event(s)"
+
+# --- 9 -------------------------------------------------------------------------------------------
+step 9 "with the manager stopped, a delete passes (failurePolicy Ignore)"
 mapfile -t PODS < <(live_pods | cut -d' ' -f1)
 delete_pod "${PODS[0]}" || die "deleting ${PODS[0]} was refused: $(cat "$WORK/delete.log")"
 pub_is web '.status.unavailableAllowed == 0' || die "the budget is not spent: $(pub_json web | jq -c .status)"
