@@ -41,6 +41,10 @@ Json AstsOwnerRef(const Json& set, bool controller) {
   return ref;
 }
 
+kube::Resource StorageClasses() {
+  return {"storage.k8s.io", "v1", "storageclasses", "StorageClass", false};
+}
+
 Json PodOwnerRef(const Json& pod) {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
@@ -546,6 +550,65 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
                    absl::StrCat("update to revision ", ctx.update_revision_name));
 }
 
+absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod) {
+  const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
+  if (vcts == nullptr || !vcts->is_array()) return true;
+  const int ord = OrdinalOf(ctx.name, kube::Name(pod));
+  bool all_done = true;
+  for (const Json& vct : *vcts) {
+    const std::string claim_name = ClaimName(kube::Name(vct), ctx.name, ord);
+    auto claim = inf_.pvcs->store().Get(ctx.ns, claim_name);
+    if (claim == nullptr || kube::IsBeingDeleted(*claim)) continue;  // made again with the pod
+    const ClaimCheck check = CompareClaim(*claim, vct);
+    if (check.other_diff) {
+      const std::string msg =
+          absl::StrCat("pvc ", claim_name, " differs from volumeClaimTemplate ", kube::Name(vct),
+                       " in more than its size; it is never changed or deleted by the controller: "
+                       "delete it (with its pod) to have it made again from the template");
+      Event(ctx.set, true, "FailedUpdatePVC", msg);
+      return absl::FailedPreconditionError(msg);
+    }
+    if (check.needs_expand) {
+      if (auto sc = kube::GetString(*claim, {"spec", "storageClassName"}); sc && !sc->empty()) {
+        auto klass = client_->Get(StorageClasses(), "", *sc);
+        if (!klass.ok()) {
+          return Annotate(klass.status(), absl::StrCat("storage class ", *sc, " of pvc ",
+                                                       claim_name));
+        }
+        if (!kube::GetBool(*klass, {"allowVolumeExpansion"}).value_or(false)) {
+          const std::string msg = absl::StrCat("storage class ", *sc, " of pvc ", claim_name,
+                                               " does not allow volume expansion");
+          Event(ctx.set, true, "FailedUpdatePVC", msg);
+          return absl::FailedPreconditionError(msg);
+        }
+      }
+      const Json* size = kube::FindPath(vct, {"spec", "resources", "requests", "storage"});
+      Json ops = Json::array({inplace::TestResourceVersionOp(*claim),
+                              {{"op", "add"},
+                               {"path", "/spec/resources/requests/storage"},
+                               {"value", *size}}});
+      auto st = client_->Patch(res::PersistentVolumeClaims(), ctx.ns, claim_name,
+                               kube::PatchType::kJson, ops);
+      if (!st.ok()) {
+        if (st.status().code() == absl::StatusCode::kInvalidArgument) {
+          return absl::AbortedError(absl::StrCat("pvc ", claim_name, " changed; retrying"));
+        }
+        Event(ctx.set, true, "FailedResize",
+              absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
+                           " in StatefulSet ", ctx.name, " failed error: ", st.status().message()));
+        return st.status();
+      }
+      Event(ctx.set, false, "SuccessfulResize",
+            absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
+                         " in StatefulSet ", ctx.name, " to ", size->dump(), " success"));
+      all_done = false;
+      continue;
+    }
+    if (!check.resize_done) all_done = false;
+  }
+  return all_done;
+}
+
 absl::Status AstsReconciler::WriteStatus(Context& ctx) {
   int64_t replicas = 0, ready = 0, available = 0, current = 0, updated = 0, updated_ready = 0,
           updated_available = 0;
@@ -580,6 +643,32 @@ absl::Status AstsReconciler::WriteStatus(Context& ctx) {
                  {"updateRevision", ctx.update_revision_name},
                  {"collisionCount", ctx.collision_count},
                  {"labelSelector", ctx.selector.ToString()}};
+  // status.volumeClaims: per template, the owned pods whose claim is compatible (at least the
+  // template's size, same class and access modes) and of those the ones whose volume has it.
+  if (const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
+      vcts != nullptr && vcts->is_array() && !vcts->empty()) {
+    const std::vector<int> owned_list =
+        OwnedOrdinals(ctx.spec.replicas, ctx.spec.ordinals_start, ctx.spec.reserve_ordinals);
+    const std::set<int> owned(owned_list.begin(), owned_list.end());
+    Json claims = Json::array();
+    for (const Json& vct : *vcts) {
+      int64_t compatible = 0, compatible_ready = 0;
+      for (const AstsPod& v : ctx.views) {
+        if (owned.count(v.ordinal) == 0) continue;
+        auto claim = inf_.pvcs->store().Get(ctx.ns, ClaimName(kube::Name(vct), ctx.name, v.ordinal));
+        if (claim == nullptr || kube::IsBeingDeleted(*claim)) continue;
+        ClaimCheck check = CompareClaim(*claim, vct);
+        compatible += check.compatible;
+        compatible_ready += check.compatible && check.ready;
+      }
+      claims.push_back({{"volumeClaimName", kube::Name(vct)},
+                        {"compatibleReplicas", compatible},
+                        {"compatibleReadyReplicas", compatible_ready}});
+    }
+    status["volumeClaims"] = std::move(claims);
+  } else if (kube::FindPath(ctx.set, {"status", "volumeClaims"}) != nullptr) {
+    status["volumeClaims"] = nullptr;  // merge patch: removed
+  }
   // Conditions FailedScale / FailedUpdate while that step fails (message: the error), removed
   // once it succeeds; other conditions are kept.
   Json conditions = Json::array();
@@ -726,9 +815,34 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
           RETURN_IF_ERROR(DeletePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)], false,
                                     "apps.kruise.io/specified-delete"));
         }
+        const bool resize =
+            opts_.auto_resize_pvc &&
+            kube::GetString(ctx.set, {"spec", "volumeClaimUpdateStrategy", "type"}) ==
+                "OnPodRollingUpdate";
         for (int ord : plan.update) {
-          RETURN_IF_ERROR(UpdatePod(ctx, ctx.pods[ctx.by_ordinal.at(ord)]));
+          const Json& pod = ctx.pods[ctx.by_ordinal.at(ord)];
+          if (resize) {
+            // Claims first: expanded to the template's size, and the pod updated only once the
+            // volume has it (the pod's event or the claim's brings the set back).
+            ASSIGN_OR_RETURN(bool claims_ready, ResizeClaims(ctx, pod));
+            if (!claims_ready) continue;
+          }
+          RETURN_IF_ERROR(UpdatePod(ctx, pod));
           if (!ctx.held.empty()) break;  // the budget holds this one: none after it either
+        }
+        if (resize) {
+          // Pods already at the update revision whose claims are smaller than a template that
+          // grew since (a volumeClaimTemplates change makes no new revision): expanded online.
+          const std::vector<int> owned =
+              OwnedOrdinals(ctx.spec.replicas, ctx.spec.ordinals_start, ctx.spec.reserve_ordinals);
+          for (size_t i = 0; i < ctx.pods.size(); ++i) {
+            const AstsPod& v = ctx.views[i];
+            if (v.terminating || v.revision != ctx.update_revision_name ||
+                std::find(owned.begin(), owned.end(), v.ordinal) == owned.end()) {
+              continue;
+            }
+            RETURN_IF_ERROR(ResizeClaims(ctx, ctx.pods[i]).status());
+          }
         }
         return absl::OkStatus();
       };
@@ -780,9 +894,34 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
   out[1] = SharedInformers::PodOptions();
   out[2] = SharedInformers::ControllerRevisionOptions();
   out[3].resource = res::PersistentVolumeClaims();
-  // Looked up by name; only what the owner-reference bookkeeping needs.
-  out[3].transform =
-      kube::KeepOnlyMetadata({"uid", "labels", "ownerReferences", "deletionTimestamp"});
+  // Looked up by name; what the owner-reference bookkeeping needs, and what CompareClaim reads
+  // (status.volumeClaims, volumeClaimUpdateStrategy): class, access modes, requested and
+  // provisioned storage, condition types.
+  out[3].transform = [meta = kube::KeepOnlyMetadata({"uid", "labels", "ownerReferences",
+                                                     "deletionTimestamp"})](Json& obj) {
+    Json spec = Json::object();
+    Json status = Json::object();
+    if (const Json* c = kube::FindPath(obj, {"spec", "storageClassName"}); c && c->is_string()) {
+      spec["storageClassName"] = *c;
+    }
+    if (const Json* m = kube::FindPath(obj, {"spec", "accessModes"}); m && m->is_array()) {
+      spec["accessModes"] = *m;
+    }
+    if (const Json* r = kube::FindPath(obj, {"spec", "resources", "requests", "storage"}); r) {
+      spec["resources"]["requests"]["storage"] = *r;
+    }
+    if (const Json* c = kube::FindPath(obj, {"status", "capacity", "storage"}); c) {
+      status["capacity"]["storage"] = *c;
+    }
+    if (const Json* cs = kube::FindPath(obj, {"status", "conditions"}); cs && cs->is_array()) {
+      for (const Json& c : *cs) {
+        if (c.is_object() && c.contains("type")) status["conditions"].push_back({{"type", c["type"]}});
+      }
+    }
+    meta(obj);
+    obj["spec"] = std::move(spec);
+    obj["status"] = std::move(status);
+  };
   return out;
 }
 
@@ -815,12 +954,13 @@ class StatefulSetGroup : public ControllerGroup {
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
     inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
     inf.pvcs = ctx.shared != nullptr
-                   ? ctx.shared->Named("persistentvolumeclaims-metadata", [&] { return all[3]; })
+                   ? ctx.shared->Named("persistentvolumeclaims-sizes", [&] { return all[3]; })
                    : make(all[3]);
 
     AstsReconcilerOptions ro;
     ro.clock = ctx.clock;
     ro.disruption_gate = ctx.disruption_gate;
+    ro.auto_resize_pvc = ctx.feature_enabled(kAutoResizePvcGate);
     reconciler_ = std::make_unique<AstsReconciler>(ctx.client, inf, ctx.recorder, ro);
     AstsReconciler* r = reconciler_.get();
     r->ObserveThrough(inf.pods);
@@ -832,6 +972,24 @@ class StatefulSetGroup : public ControllerGroup {
     controller_->Watch(inf.pods, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"),
                        {kube::ResourceVersionChanged()});
     controller_->Watch(inf.revisions, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
+    // A claim's size or capacity (status.volumeClaims, a resize waited for): the sets of its
+    // namespace whose selector matches its labels (claims carry the selector's matchLabels).
+    kube::Informer* sets_of_claims = inf.statefulsets;
+    controller_->Watch(inf.pvcs, kube::EnqueueMapped([sets_of_claims](const Json& claim) {
+                         std::vector<kube::Request> out;
+                         auto in_ns = sets_of_claims->store().ByIndex(kube::kNamespaceIndex,
+                                                                      kube::Namespace(claim));
+                         if (!in_ns.ok()) return out;
+                         for (const auto& s : *in_ns) {
+                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
+                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(claim)) {
+                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
+                           }
+                         }
+                         return out;
+                       }),
+                       {kube::ResourceVersionChanged()});
     // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
     kube::Informer* sets = inf.statefulsets;
     controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {

@@ -89,7 +89,11 @@ struct AstsReconcilerOptions {
   absl::Duration expectation_recheck = absl::Seconds(10);
   // Asked before each in-place update (see step 6); null: none. Must outlive the reconciler.
   inplace::DisruptionGate* disruption_gate = nullptr;
+  // StatefulSetAutoResizePVCGate: volumeClaimUpdateStrategy OnPodRollingUpdate expands claims.
+  bool auto_resize_pvc = false;
 };
+
+inline constexpr char kAutoResizePvcGate[] = "StatefulSetAutoResizePVCGate";
 
 struct AstsInformers {
   kube::Informer* statefulsets = nullptr;  // indexed by kube::kNamespaceIndex
@@ -123,6 +127,9 @@ class AstsReconciler final : public kube::Reconciler {
   absl::Status SetLifecycle(Context& ctx, const kube::Json& pod, const std::string& state,
                             bool mark_not_ready, const workload::LifecycleHook* put_back,
                             const std::string& why);
+  // volumeClaimUpdateStrategy OnPodRollingUpdate: expands the pod's claims to their templates'
+  // size; true once every claim has it (or waits only for the kubelet's file system resize).
+  absl::StatusOr<bool> ResizeClaims(Context& ctx, const kube::Json& pod);
   absl::Status WriteStatus(Context& ctx);
   absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
                                       const std::string& subresource = "");

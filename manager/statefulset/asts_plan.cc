@@ -511,4 +511,85 @@ absl::StatusOr<UpdatePlan> PlanUpdate(const AstsSpec& spec, const std::vector<As
   return plan;
 }
 
+// ---- Volume claims ---------------------------------------------------------------------------
+
+std::optional<long double> ParseQuantity(absl::string_view q) {
+  q = absl::StripAsciiWhitespace(q);
+  if (q.empty()) return std::nullopt;
+  // The number: optional sign, digits with at most one '.', then a suffix.
+  size_t i = 0;
+  if (q[i] == '+' || q[i] == '-') ++i;
+  const size_t digits_from = i;
+  bool dot = false;
+  while (i < q.size() && (absl::ascii_isdigit(q[i]) || (q[i] == '.' && !dot))) {
+    dot |= q[i] == '.';
+    ++i;
+  }
+  if (i == digits_from || (i == digits_from + 1 && dot)) return std::nullopt;
+  double number = 0;
+  if (!absl::SimpleAtod(q.substr(0, i), &number)) return std::nullopt;
+  const absl::string_view suffix = q.substr(i);
+  static const std::map<std::string, long double> kSuffixes = {
+      {"", 1},     {"m", 1e-3L}, {"k", 1e3L},  {"M", 1e6L}, {"G", 1e9L},
+      {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L},
+      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
+      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
+  if (auto it = kSuffixes.find(std::string(suffix)); it != kSuffixes.end()) {
+    return static_cast<long double>(number) * it->second;
+  }
+  if (suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    int exp = 0;
+    if (!absl::SimpleAtoi(suffix.substr(1), &exp) || exp > 30 || exp < -30) return std::nullopt;
+    long double v = number;
+    for (int k = 0; k < (exp < 0 ? -exp : exp); ++k) v = exp < 0 ? v / 10 : v * 10;
+    return v;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<long double> StorageAt(const Json& obj,
+                                     std::initializer_list<absl::string_view> path) {
+  const Json* v = kube::FindPath(obj, path);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number()) return v->get<long double>();
+  if (!v->is_string()) return std::nullopt;
+  return ParseQuantity(v->get<std::string>());
+}
+
+}  // namespace
+
+ClaimCheck CompareClaim(const Json& claim, const Json& vct) {
+  ClaimCheck c;
+  const auto claim_class = kube::GetString(claim, {"spec", "storageClassName"});
+  const auto tmpl_class = kube::GetString(vct, {"spec", "storageClassName"});
+  const Json* claim_modes = kube::FindPath(claim, {"spec", "accessModes"});
+  const Json* tmpl_modes = kube::FindPath(vct, {"spec", "accessModes"});
+  const Json empty = Json::array();
+  if ((claim_class.has_value() && tmpl_class.has_value() && *claim_class != *tmpl_class) ||
+      (claim_modes != nullptr ? *claim_modes : empty) != (tmpl_modes != nullptr ? *tmpl_modes : empty)) {
+    c.other_diff = true;
+    return c;
+  }
+  const auto want = StorageAt(vct, {"spec", "resources", "requests", "storage"});
+  const auto have = StorageAt(claim, {"spec", "resources", "requests", "storage"});
+  const auto capacity = StorageAt(claim, {"status", "capacity", "storage"});
+  if (!want.has_value() || !have.has_value()) return c;
+  c.compatible = *have >= *want;
+  c.needs_expand = *have < *want;
+  c.ready = c.compatible && capacity.has_value() && *capacity >= *have;
+  bool resize_pending = false;
+  if (const Json* conds = kube::FindPath(claim, {"status", "conditions"});
+      conds != nullptr && conds->is_array()) {
+    for (const Json& cond : *conds) {
+      if (cond.is_object() && cond.value("type", "") == "FileSystemResizePending") {
+        resize_pending = true;
+      }
+    }
+  }
+  c.resize_done = c.compatible && (c.ready || resize_pending);
+  return c;
+}
+
 }  // namespace kruise::manager::statefulset

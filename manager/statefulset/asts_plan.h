@@ -181,4 +181,27 @@ absl::StatusOr<UpdatePlan> PlanUpdate(const AstsSpec& spec, const std::vector<As
                                       const std::string& update_revision, const ScalePlan& scale,
                                       absl::Time now);
 
+// ---- Volume claims against their templates (volumeClaimUpdateStrategy, status.volumeClaims) ---
+
+// A Kubernetes resource quantity ("10Gi", "1.5G", "500M", "2e9", "100m") as a number of units,
+// or nullopt when it does not parse.
+std::optional<long double> ParseQuantity(absl::string_view q);
+
+// How a PVC compares with its volumeClaimTemplate, as OpenKruise's pkg/util/pvc: the storage
+// class (when both name one) and the access modes (in order) must be the same, else the claim is
+// `other_diff` (only deleting it brings it in line); `compatible` when its
+// spec.resources.requests.storage is at least the template's; `ready` when compatible and its
+// status.capacity.storage is at least its request; `needs_expand` when its request is below the
+// template's; `resize_done` when compatible and ready, or compatible and the file system resize
+// waits for the kubelet (condition FileSystemResizePending). A size missing on either side is
+// neither compatible nor in need of expansion.
+struct ClaimCheck {
+  bool other_diff = false;
+  bool compatible = false;
+  bool ready = false;
+  bool needs_expand = false;
+  bool resize_done = false;
+};
+ClaimCheck CompareClaim(const Json& claim, const Json& volume_claim_template);
+
 }  // namespace kruise::manager::statefulset

@@ -41,6 +41,7 @@ class AstsControllerTest : public testing::FakeClusterTest {
     AstsReconcilerOptions ro;
     ro.clock = &clock_;
     ro.disruption_gate = gate_;
+    ro.auto_resize_pvc = auto_resize_pvc_;
     if (gate_ != nullptr) StartRecorder();
     reconciler_ = std::make_unique<AstsReconciler>(client_.get(), inf, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf.pods);
@@ -167,6 +168,7 @@ class AstsControllerTest : public testing::FakeClusterTest {
   }
 
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
+  bool auto_resize_pvc_ = false;             // StatefulSetAutoResizePVCGate, set before SetUp
   std::unique_ptr<AstsReconciler> reconciler_;
 };
 
@@ -574,6 +576,97 @@ TEST_F(AstsLifecycleTest, PreNormalHoldsANewPodInPreparingNormal) {
   Reconcile();
   ASSERT_TRUE(PodNames().count("db-2"));
   EXPECT_EQ(State(Pod("db-2")), "Normal");
+}
+
+// ---- volumeClaimTemplates: status.volumeClaims, volumeClaimUpdateStrategy ------------------------
+
+Json DataTemplate(const std::string& size) {
+  return {{"metadata", {{"name", "data"}}},
+          {"spec",
+           {{"accessModes", {"ReadWriteOnce"}},
+            {"resources", {{"requests", {{"storage", size}}}}}}}};
+}
+
+class AstsClaimsTest : public AstsControllerTest {
+ protected:
+  AstsClaimsTest() { auto_resize_pvc_ = true; }
+  Json Claim(const std::string& name) { return *server_->Get(kPvcs, "default", name); }
+  // The CSI driver and the kubelet: the volume has what the claim asks.
+  void Provision(const std::string& name) {
+    Json c = Claim(name);
+    c["status"]["phase"] = "Bound";
+    c["status"]["capacity"]["storage"] = c["spec"]["resources"]["requests"]["storage"];
+    ASSERT_TRUE(server_->Put(kPvcs, c).ok());
+  }
+  Json VolumeClaimsStatus() { return Set()["status"]["volumeClaims"]; }
+};
+
+TEST_F(AstsClaimsTest, StatusCountsCompatibleAndReadyClaims) {
+  CreateSet(2, {{"podManagementPolicy", "Parallel"},
+                {"volumeClaimTemplates", {DataTemplate("1Gi")}}});
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(VolumeClaimsStatus(), Json::parse(R"([{"volumeClaimName": "data",
+      "compatibleReplicas": 2, "compatibleReadyReplicas": 0}])"));
+  Provision("data-db-0");
+  Reconcile();
+  EXPECT_EQ(VolumeClaimsStatus()[0]["compatibleReadyReplicas"], 1);
+  // The template grows: no claim is compatible any more (the gate is on, but the strategy is
+  // OnDelete, so nothing is resized).
+  PatchSpec({{"volumeClaimTemplates", {DataTemplate("2Gi")}},
+             {"volumeClaimUpdateStrategy", {{"type", "OnDelete"}}}});
+  Reconcile();
+  EXPECT_EQ(VolumeClaimsStatus()[0]["compatibleReplicas"], 0);
+  EXPECT_EQ(Claim("data-db-0")["spec"]["resources"]["requests"]["storage"], "1Gi");
+}
+
+TEST_F(AstsClaimsTest, OnPodRollingUpdateExpandsTheClaimBeforeRecreatingThePod) {
+  CreateSet(1, {{"volumeClaimTemplates", {DataTemplate("1Gi")}},
+                {"volumeClaimUpdateStrategy", {{"type", "OnPodRollingUpdate"}}}});
+  Reconcile();
+  Reconcile();
+  Provision("data-db-0");
+  MakeAllReady();
+  Reconcile();
+  const std::string uid = kube::Uid(Pod("db-0"));
+  const std::string claim_uid = kube::Uid(Claim("data-db-0"));
+  PatchSpec({{"template", Template("registry.local/db:v2")},
+             {"volumeClaimTemplates", {DataTemplate("2Gi")}}});
+  Reconcile();
+  EXPECT_EQ(Claim("data-db-0")["spec"]["resources"]["requests"]["storage"], "2Gi");
+  EXPECT_EQ(kube::Uid(Pod("db-0")), uid) << "the pod waits for the volume to grow";
+  Reconcile();
+  EXPECT_EQ(kube::Uid(Pod("db-0")), uid);
+  Provision("data-db-0");
+  Reconcile();  // the recreate update
+  Reconcile();  // the replacement
+  ASSERT_THAT(PodNames(), ElementsAre("db-0"));
+  EXPECT_NE(kube::Uid(Pod("db-0")), uid);
+  EXPECT_EQ(Pod("db-0")["spec"]["containers"][0]["image"], "registry.local/db:v2");
+  EXPECT_EQ(kube::Uid(Claim("data-db-0")), claim_uid) << "the claim is kept, only grown";
+  Reconcile();  // status counts the pods the round starts with
+  EXPECT_EQ(VolumeClaimsStatus()[0]["compatibleReadyReplicas"], 1);
+}
+
+TEST_F(AstsClaimsTest, OnPodRollingUpdateNeverTouchesAClaimThatDiffersInMoreThanSize) {
+  CreateSet(1, {{"volumeClaimTemplates", {DataTemplate("1Gi")}},
+                {"volumeClaimUpdateStrategy", {{"type", "OnPodRollingUpdate"}}}});
+  Reconcile();
+  Reconcile();
+  Provision("data-db-0");
+  MakeAllReady();
+  Reconcile();
+  const std::string uid = kube::Uid(Pod("db-0"));
+  Json other = DataTemplate("1Gi");
+  other["spec"]["accessModes"] = {"ReadWriteMany"};
+  PatchSpec({{"template", Template("registry.local/db:v2")}, {"volumeClaimTemplates", {other}}});
+  auto r = RawReconcile();
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(kube::Uid(Pod("db-0")), uid) << "the pod keeps running on its volume";
+  EXPECT_EQ(server_->RequestCount("DELETE", "/persistentvolumeclaims/data-db-0"), 0);
+  EXPECT_EQ(Claim("data-db-0")["spec"]["accessModes"], Json::array({"ReadWriteOnce"}));
+  EXPECT_THAT(Set()["status"]["conditions"][0]["message"].get<std::string>(),
+              ::testing::HasSubstr("delete it"));
 }
 
 // The PodUnavailableBudget (issue 17), through a stand-in gate: an in-place update is put to it

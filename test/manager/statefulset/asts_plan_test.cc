@@ -657,5 +657,71 @@ TEST(AstsUpdate, SpecifiedDeleteIgnoresPartitionButNotMaxUnavailable) {
   EXPECT_THAT(u.update, ElementsAre(3, 1, 0));  // 2 is deleted, not updated
 }
 
+TEST(AstsClaims, ParseQuantity) {
+  EXPECT_EQ(ParseQuantity("10Gi"), 10.0L * 1073741824.0L);
+  EXPECT_EQ(ParseQuantity("1.5Gi"), 1.5L * 1073741824.0L);
+  EXPECT_EQ(ParseQuantity("500M"), 5e8L);
+  EXPECT_EQ(ParseQuantity("2e3"), 2000.0L);
+  EXPECT_EQ(ParseQuantity("1024"), 1024.0L);
+  EXPECT_NEAR(static_cast<double>(*ParseQuantity("100m")), 0.1, 1e-12);
+  EXPECT_FALSE(ParseQuantity("").has_value());
+  EXPECT_FALSE(ParseQuantity("Gi").has_value());
+  EXPECT_FALSE(ParseQuantity("10Xi").has_value());
+  EXPECT_FALSE(ParseQuantity(".").has_value());
+  EXPECT_LT(*ParseQuantity("1G"), *ParseQuantity("1Gi"));
+}
+
+TEST(AstsClaims, CompareClaimTable) {
+  auto vct = [](const char* size, const char* sc) {
+    Json t = {{"spec",
+               {{"accessModes", {"ReadWriteOnce"}},
+                {"resources", {{"requests", {{"storage", size}}}}}}}};
+    if (sc != nullptr) t["spec"]["storageClassName"] = sc;
+    return t;
+  };
+  auto claim = [&](const char* size, const char* capacity, const char* sc) {
+    Json c = vct(size, sc);
+    if (capacity != nullptr) c["status"] = {{"capacity", {{"storage", capacity}}}};
+    return c;
+  };
+  struct Case {
+    const char* name;
+    Json claim;
+    Json tmpl;
+    bool other_diff, compatible, ready, needs_expand, resize_done;
+  };
+  Json pending = claim("20Gi", "10Gi", "fast");
+  pending["status"]["conditions"] = {{{"type", "FileSystemResizePending"}, {"status", "True"}}};
+  Json other_modes = claim("10Gi", "10Gi", "fast");
+  other_modes["spec"]["accessModes"] = {"ReadWriteMany"};
+  const std::vector<Case> cases = {
+      {"same size, bound", claim("10Gi", "10Gi", "fast"), vct("10Gi", "fast"), false, true, true,
+       false, true},
+      {"larger than the template", claim("20Gi", "20Gi", "fast"), vct("10Gi", "fast"), false, true,
+       true, false, true},
+      {"template grew", claim("10Gi", "10Gi", "fast"), vct("20Gi", "fast"), false, false, false,
+       true, false},
+      {"expanded, not yet by the CSI driver", claim("20Gi", "10Gi", "fast"), vct("20Gi", "fast"),
+       false, true, false, false, false},
+      {"expanded, file system resize pending", pending, vct("20Gi", "fast"), false, true, false,
+       false, true},
+      {"another storage class", claim("10Gi", "10Gi", "slow"), vct("10Gi", "fast"), true, false,
+       false, false, false},
+      {"template without a class (the default)", claim("10Gi", "10Gi", "fast"), vct("10Gi", nullptr),
+       false, true, true, false, true},
+      {"other access modes", other_modes, vct("10Gi", "fast"), true, false, false, false, false},
+      {"unbound", claim("10Gi", nullptr, "fast"), vct("10Gi", "fast"), false, true, false, false,
+       false},
+  };
+  for (const Case& c : cases) {
+    ClaimCheck got = CompareClaim(c.claim, c.tmpl);
+    EXPECT_EQ(got.other_diff, c.other_diff) << c.name;
+    EXPECT_EQ(got.compatible, c.compatible) << c.name;
+    EXPECT_EQ(got.ready, c.ready) << c.name;
+    EXPECT_EQ(got.needs_expand, c.needs_expand) << c.name;
+    EXPECT_EQ(got.resize_done, c.resize_done) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace kruise::manager::statefulset
