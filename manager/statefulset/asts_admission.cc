@@ -213,6 +213,60 @@ void CheckUpdateStrategy(const Json& spec, bool parallel, Problems* problems) {
   CheckRollingUpdate(spec, *ru, parallel, problems);
 }
 
+// spec.volumeClaimUpdateStrategy: an object whose type is OnPodRollingUpdate or OnDelete (empty
+// reads as OnDelete, as OpenKruise: nothing is done to claims).
+void CheckVolumeClaimUpdateStrategy(const Json& spec, Problems* problems) {
+  const Json* vcus = Field(spec, "volumeClaimUpdateStrategy");
+  if (vcus == nullptr) return;
+  if (!vcus->is_object()) {
+    problems->Add("spec.volumeClaimUpdateStrategy", "Invalid value: must be an object");
+    return;
+  }
+  workload::CheckEnum(*vcus, "type", "spec.volumeClaimUpdateStrategy.type",
+                      {"OnPodRollingUpdate", "OnDelete"}, problems);
+}
+
+// With volumeClaimUpdateStrategy OnPodRollingUpdate the controller only grows claims during the
+// rollout, so (as OpenKruise's ValidateVolumeClaimTemplateUpdate) templates may not be added,
+// removed or renamed, and keep their storageClassName and accessModes; only the size changes.
+// (OpenKruise also asks the StorageClass whether it allows expansion; the controller reports
+// that instead, FailedUpdatePVC.)
+void CheckVolumeClaimTemplateUpdate(const Json& spec, const Json& old_spec, Problems* problems) {
+  if (kube::GetString(spec, {"volumeClaimUpdateStrategy", "type"}).value_or("") !=
+      "OnPodRollingUpdate") {
+    return;
+  }
+  const Json* now = Field(spec, "volumeClaimTemplates");
+  const Json* before = Field(old_spec, "volumeClaimTemplates");
+  const Json empty = Json::array();
+  const Json& a = now != nullptr && now->is_array() ? *now : empty;
+  const Json& b = before != nullptr && before->is_array() ? *before : empty;
+  if (a.size() != b.size()) {
+    problems->Add("spec.volumeClaimTemplates",
+                  "Forbidden: templates may not be added or removed while "
+                  "volumeClaimUpdateStrategy is OnPodRollingUpdate");
+    return;
+  }
+  for (const Json& t : a) {
+    const std::string name = kube::Name(t);
+    const std::string path = absl::StrCat("spec.volumeClaimTemplates[", name, "]");
+    auto old = std::find_if(b.begin(), b.end(),
+                            [&](const Json& o) { return kube::Name(o) == name; });
+    if (old == b.end()) {
+      problems->Add(path + ".name",
+                    "Forbidden: a template may not be renamed while volumeClaimUpdateStrategy is "
+                    "OnPodRollingUpdate");
+      continue;
+    }
+    if (CompareClaim(*old, t).other_diff) {
+      problems->Add(path,
+                    "Forbidden: only the storage size may change while "
+                    "volumeClaimUpdateStrategy is OnPodRollingUpdate (storageClassName and "
+                    "accessModes are kept); with OnDelete, change them and delete the claims");
+    }
+  }
+}
+
 void CheckRetentionPolicy(const Json& spec, Problems* problems) {
   const Json* policy = Field(spec, "persistentVolumeClaimRetentionPolicy");
   if (policy == nullptr) return;
@@ -324,6 +378,7 @@ std::vector<std::string> AdvancedStatefulSetProblems(const kube::Json& sts,
     }
   }
   impl::CheckRetentionPolicy(*spec, &problems);
+  impl::CheckVolumeClaimUpdateStrategy(*spec, &problems);
   if (const kube::Json* ordinals = kube::Field(*spec, "ordinals")) {
     if (!ordinals->is_object()) {
       problems.Add("spec.ordinals", "Invalid value: must be an object");
@@ -338,6 +393,8 @@ std::vector<std::string> AdvancedStatefulSetProblems(const kube::Json& sts,
   if (old_sts != nullptr) {
     const kube::Json* old_spec = kube::Field(*old_sts, "spec");
     impl::CheckUpdate(*spec, old_spec != nullptr ? *old_spec : kube::Json::object(), &problems);
+    impl::CheckVolumeClaimTemplateUpdate(
+        *spec, old_spec != nullptr ? *old_spec : kube::Json::object(), &problems);
   }
   return problems.Take();
 }

@@ -32,8 +32,10 @@
 //  - scaleStrategy.maxUnavailable: the same rules as rollingUpdate.maxUnavailable;
 //  - reserveOrdinals: ParseReserveOrdinals (integers >= 0 and "a-b" ranges);
 //  - persistentVolumeClaimRetentionPolicy.whenDeleted/whenScaled Retain|Delete; ordinals.start >=
-//  0;
-//    revisionHistoryLimit >= 0.
+//    0; revisionHistoryLimit >= 0;
+//  - volumeClaimUpdateStrategy.type OnPodRollingUpdate|OnDelete; with OnPodRollingUpdate an
+//    UPDATE may not add, remove or rename volumeClaimTemplates nor change their storageClassName
+//    or accessModes (only the size: the controller grows claims, never recreates them).
 // On UPDATE (old object given) only replicas, template, updateStrategy, scaleStrategy,
 // reserveOrdinals, lifecycle, revisionHistoryLimit, persistentVolumeClaimRetentionPolicy and
 // volumeClaimTemplates may change, as OpenKruise; also ordinals (as the core StatefulSet allows)

@@ -1,5 +1,7 @@
 #include "manager/statefulset/asts_admission.h"
 
+#include <functional>
+
 #include <string>
 #include <vector>
 
@@ -323,6 +325,51 @@ TEST(AstsAdmissionTest, InPlaceOnlyUpdateMayChangeOnlyImages) {
   EXPECT_THAT(AdvancedStatefulSetProblems(env, &old_sts),
               ElementsAre(HasSubstr("spec.template.spec: Forbidden: with podUpdatePolicy "
                                     "InPlaceOnly only container images may change")));
+}
+
+TEST(AstsAdmissionTest, VolumeClaimUpdateStrategy) {
+  EXPECT_THAT(AdvancedStatefulSetProblems(
+                  With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}})"),
+                  nullptr),
+              IsEmpty());
+  EXPECT_THAT(AdvancedStatefulSetProblems(
+                  With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnDelete"}}})"), nullptr),
+              IsEmpty());
+  EXPECT_THAT(
+      AdvancedStatefulSetProblems(
+          With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "Recreate"}}})"), nullptr),
+      ElementsAre("spec.volumeClaimUpdateStrategy.type: Unsupported value: \"Recreate\": "
+                  "supported values: \"OnPodRollingUpdate\", \"OnDelete\""));
+  EXPECT_THAT(AdvancedStatefulSetProblems(
+                  With(R"({"spec": {"volumeClaimUpdateStrategy": "OnDelete"}})"), nullptr),
+              ElementsAre("spec.volumeClaimUpdateStrategy: Invalid value: must be an object"));
+}
+
+TEST(AstsAdmissionTest, OnPodRollingUpdateLetsOnlyTheClaimSizeChange) {
+  const Json old_sts = DefaultAdvancedStatefulSet(
+      With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}})"));
+  auto problems = [&](const std::function<void(Json&)>& edit) {
+    Json now = old_sts;
+    edit(now["spec"]["volumeClaimTemplates"]);
+    return AdvancedStatefulSetProblems(now, &old_sts);
+  };
+  EXPECT_THAT(problems([](Json& v) { v[0]["spec"]["resources"]["requests"]["storage"] = "5Gi"; }),
+              IsEmpty());
+  EXPECT_THAT(problems([](Json& v) { v[0]["spec"]["accessModes"] = {"ReadWriteMany"}; }),
+              ElementsAre(HasSubstr("spec.volumeClaimTemplates[data]: Forbidden: only the storage "
+                                    "size may change while volumeClaimUpdateStrategy is "
+                                    "OnPodRollingUpdate")));
+  EXPECT_THAT(problems([](Json& v) { v.push_back(v[0]); v[1]["metadata"]["name"] = "logs"; }),
+              ::testing::Contains(HasSubstr("spec.volumeClaimTemplates: Forbidden: templates may "
+                                            "not be added or removed")));
+  EXPECT_THAT(problems([](Json& v) { v[0]["metadata"]["name"] = "data2"; }),
+              ::testing::Contains(HasSubstr("spec.volumeClaimTemplates[data2].name: Forbidden")));
+  // OnDelete: anything goes (the user deletes claims to have them made again).
+  Json on_delete = old_sts;
+  on_delete["spec"]["volumeClaimUpdateStrategy"]["type"] = "OnDelete";
+  Json now = on_delete;
+  now["spec"]["volumeClaimTemplates"][0]["spec"]["accessModes"] = {"ReadWriteMany"};
+  EXPECT_THAT(AdvancedStatefulSetProblems(now, &on_delete), IsEmpty());
 }
 
 }  // namespace admission_test
