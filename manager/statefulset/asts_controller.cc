@@ -11,6 +11,7 @@
 #include "kube/kruise_api.h"
 #include "manager/inplace/inplace_apply.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
 #include "manager/workload/pod_claim.h"
 #include "manager/workload/update_revision.h"
@@ -183,6 +184,61 @@ absl::StatusOr<bool> AstsReconciler::SyncRevisions(Context& ctx) {
   ctx.update_revision = *std::move(sync.revision);
   ctx.update_revision_name = sync.name;
   return true;
+}
+
+absl::Status AstsReconciler::PreDownloadImages(Context& ctx) {
+  if (!opts_.pre_download_images || inf_.image_pull_jobs == nullptr) return absl::OkStatus();
+  if (ctx.current_revision_name == ctx.update_revision_name) {
+    // Every pod is at one revision: the jobs of earlier updates have nothing left to warm.
+    ASSIGN_OR_RETURN(auto jobs, inf_.image_pull_jobs->store().ByIndex(kube::kControllerUidIndex,
+                                                                      kube::Uid(ctx.set)));
+    return inplace::DeletePreDownloadJobs(client_, jobs);
+  }
+  // Done once per revision (PlanImagePreDownload checks it too; this spares the work below).
+  if (kube::Label(ctx.update_revision, inplace::kImagePreDownloadCreatedLabel).has_value() ||
+      kube::Label(ctx.update_revision, inplace::kImagePreDownloadIgnoredLabel).has_value()) {
+    return absl::OkStatus();
+  }
+  // apps.kruise.io/image-predownload-min-updated-ready-pods holds the jobs back until that many
+  // pods of the new revision are ready (a canary first).
+  int64_t updated_ready = 0;
+  if (kube::GetString(ctx.set, {"status", "updateRevision"}) == ctx.update_revision_name) {
+    updated_ready = kube::GetInt(ctx.set, {"status", "updatedReadyReplicas"}).value_or(0);
+  }
+  if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.set, ctx.spec.replicas) > updated_ready) {
+    return absl::OkStatus();
+  }
+  const Json* current = ctx.RevisionNamed(ctx.current_revision_name);
+  if (current == nullptr) return absl::OkStatus();
+  inplace::PreDownloadRequest req;
+  req.owner = ctx.set;
+  if (const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"})) req.selector = *sel;
+  req.update_revision = ctx.update_revision_name;
+  req.update_revision_hash =
+      kube::Label(ctx.update_revision, revision::kControllerRevisionHashLabel).value_or("");
+  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
+    req.revision_labels = *l;
+  }
+  req.current_template = revision::RevisionTemplate(*current);
+  req.update_template = revision::RevisionTemplate(ctx.update_revision);
+  // As OpenKruise's ASTS: nothing to warm ahead of an OnDelete or ReCreate update, nor of one
+  // that cannot be done in place (the new pods pull their images as they start anyway).
+  std::string why_not;
+  req.recreate_only = ctx.spec.on_delete || ctx.spec.pod_update_policy == "ReCreate" ||
+                      !inplace::CalculateInPlaceUpdate(req.current_template, req.update_template,
+                                                       ctx.update_revision_name, &why_not)
+                           .has_value();
+  req.replicas = ctx.spec.replicas;
+  req.partition = ctx.spec.partition;
+  // OpenKruise's reading here: maxUnavailable rounded down, without the floor of 1.
+  auto scaled =
+      kube::GetScaledValueFromIntOrPercent(ctx.spec.max_unavailable, ctx.spec.replicas, false);
+  req.max_unavailable = scaled.ok() ? *scaled : 1;
+  return inplace::CarryOutPreDownload(
+      client_, ctx.set, ctx.update_revision_name, inplace::PlanImagePreDownload(req),
+      [&](bool warning, const std::string& reason, const std::string& message) {
+        Event(ctx.set, warning, reason, message);
+      });
 }
 
 absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
@@ -779,6 +835,9 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
     ctx.current_revision_name = ctx.update_revision_name;
   }
 
+  if (absl::Status st = PreDownloadImages(ctx); !st.ok()) {
+    Logger("statefulset")->warn("{}: image pre-download: {}", ctx.key, st.message());
+  }
   absl::Status step = SyncClaimOwners(ctx);
   bool refreshed = false;
   if (step.ok()) {
@@ -957,8 +1016,21 @@ class StatefulSetGroup : public ControllerGroup {
                    ? ctx.shared->Named("persistentvolumeclaims-sizes", [&] { return all[3]; })
                    : make(all[3]);
 
+    if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
+      auto jobs_served = ctx.client->List(res::ImagePullJobs(), "", probe);
+      if (!jobs_served.ok() && kube::IsNotFound(jobs_served.status())) {
+        Logger("statefulset")->warn("ImagePullJob CRD is not served: no image pre-download");
+      } else {
+        inf.image_pull_jobs = ctx.shared != nullptr
+                                  ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
+                                                      &inplace::PreDownloadJobInformerOptions)
+                                  : make(inplace::PreDownloadJobInformerOptions());
+      }
+    }
+
     AstsReconcilerOptions ro;
     ro.clock = ctx.clock;
+    ro.pre_download_images = inf.image_pull_jobs != nullptr;
     ro.disruption_gate = ctx.disruption_gate;
     ro.auto_resize_pvc = ctx.feature_enabled(kAutoResizePvcGate);
     reconciler_ = std::make_unique<AstsReconciler>(ctx.client, inf, ctx.recorder, ro);
@@ -972,6 +1044,10 @@ class StatefulSetGroup : public ControllerGroup {
     controller_->Watch(inf.pods, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"),
                        {kube::ResourceVersionChanged()});
     controller_->Watch(inf.revisions, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
+    if (inf.image_pull_jobs != nullptr) {
+      controller_->Watch(inf.image_pull_jobs,
+                         kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
+    }
     // A claim's size or capacity (status.volumeClaims, a resize waited for): the sets of its
     // namespace whose selector matches its labels (claims carry the selector's matchLabels).
     kube::Informer* sets_of_claims = inf.statefulsets;

@@ -91,6 +91,8 @@ struct AstsReconcilerOptions {
   inplace::DisruptionGate* disruption_gate = nullptr;
   // StatefulSetAutoResizePVCGate: volumeClaimUpdateStrategy OnPodRollingUpdate expands claims.
   bool auto_resize_pvc = false;
+  // PreDownloadImageForInPlaceUpdate; needs AstsInformers::image_pull_jobs.
+  bool pre_download_images = false;
 };
 
 inline constexpr char kAutoResizePvcGate[] = "StatefulSetAutoResizePVCGate";
@@ -99,7 +101,8 @@ struct AstsInformers {
   kube::Informer* statefulsets = nullptr;  // indexed by kube::kNamespaceIndex
   kube::Informer* pods = nullptr;          // SharedInformers::PodOptions()
   kube::Informer* revisions = nullptr;     // indexed by kube::kControllerUidIndex
-  kube::Informer* pvcs = nullptr;          // metadata only (AstsInformerOptions)
+  kube::Informer* pvcs = nullptr;          // compacted (AstsInformerOptions)
+  kube::Informer* image_pull_jobs = nullptr;  // with pre-download: PreDownloadJobInformerOptions()
 };
 
 class AstsReconciler final : public kube::Reconciler {
@@ -116,6 +119,7 @@ class AstsReconciler final : public kube::Reconciler {
   struct Context;
   absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
+  absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
   absl::Status SyncClaimOwners(Context& ctx);
   absl::Status CreatePod(Context& ctx, const Creation& c);

@@ -15,6 +15,7 @@
 #include "kube/object.h"
 #include "kube/rest_client.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/inplace/predownload.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
@@ -27,6 +28,7 @@ using kube::Json;
 constexpr char kSets[] = "statefulsets.apps.kruise.io";
 constexpr char kRevisions[] = "controllerrevisions.apps";
 constexpr char kPvcs[] = "persistentvolumeclaims";
+constexpr char kJobs[] = "imagepulljobs.apps.kruise.io";
 
 class AstsControllerTest : public testing::FakeClusterTest {
  protected:
@@ -39,6 +41,10 @@ class AstsControllerTest : public testing::FakeClusterTest {
     AstsInformers inf{informers_[0].get(), informers_[1].get(), informers_[2].get(),
                       informers_[3].get()};
     AstsReconcilerOptions ro;
+    if (pre_download_) {
+      inf.image_pull_jobs = AddInformer(inplace::PreDownloadJobInformerOptions());
+      ro.pre_download_images = true;
+    }
     ro.clock = &clock_;
     ro.disruption_gate = gate_;
     ro.auto_resize_pvc = auto_resize_pvc_;
@@ -79,7 +85,8 @@ class AstsControllerTest : public testing::FakeClusterTest {
 
   // Waits until every informer holds what the server holds.
   void Sync() {
-    const std::vector<std::string> names = {kSets, "pods", kRevisions, kPvcs};
+    std::vector<std::string> names = {kSets, "pods", kRevisions, kPvcs};
+    if (pre_download_) names.push_back(kJobs);
     absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       bool same = true;
@@ -169,6 +176,7 @@ class AstsControllerTest : public testing::FakeClusterTest {
 
   inplace::DisruptionGate* gate_ = nullptr;  // set before SetUp (then events are recorded)
   bool auto_resize_pvc_ = false;             // StatefulSetAutoResizePVCGate, set before SetUp
+  bool pre_download_ = false;                // PreDownloadImageForInPlaceUpdate, before SetUp
   std::unique_ptr<AstsReconciler> reconciler_;
 };
 
@@ -667,6 +675,61 @@ TEST_F(AstsClaimsTest, OnPodRollingUpdateNeverTouchesAClaimThatDiffersInMoreThan
   EXPECT_EQ(Claim("data-db-0")["spec"]["accessModes"], Json::array({"ReadWriteOnce"}));
   EXPECT_THAT(Set()["status"]["conditions"][0]["message"].get<std::string>(),
               ::testing::HasSubstr("delete it"));
+}
+
+// ---- Image pre-download before in-place updates (PreDownloadImageForInPlaceUpdate) -------------
+
+class AstsPreDownloadTest : public AstsControllerTest {
+ protected:
+  AstsPreDownloadTest() { pre_download_ = true; }
+  void CreateInPlaceSet(int replicas, const char* policy) {
+    CreateSet(replicas,
+              {{"podManagementPolicy", "Parallel"},
+               {"updateStrategy", {{"rollingUpdate", {{"podUpdatePolicy", policy}}}}}},
+              /*gate=*/true);
+    Reconcile();
+    Reconcile();
+    MakeAllReady();
+    Reconcile();
+  }
+};
+
+TEST_F(AstsPreDownloadTest, OneJobPerChangedImageOncePerRevisionGoneWhenDone) {
+  CreateInPlaceSet(4, "InPlaceIfPossible");
+  EXPECT_TRUE(server_->List(kJobs).empty()) << "no update, no job";
+  const std::string old_rev = Set()["status"]["currentRevision"];
+  PatchSpec({{"template", Template("registry.local/db:v2", true)}});
+  Reconcile();
+  auto jobs = server_->List(kJobs, "default");
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::string update_rev = Set()["status"]["updateRevision"];
+  EXPECT_EQ(kube::Name(jobs[0]), update_rev + "-main");
+  EXPECT_EQ(jobs[0]["spec"]["image"], "registry.local/db:v2");
+  EXPECT_EQ(kube::ControllerOf(jobs[0])->uid, kube::Uid(Set()));
+  EXPECT_EQ(kube::Label(*server_->Get(kRevisions, "default", update_rev),
+                        inplace::kImagePreDownloadCreatedLabel),
+            "true");
+  // Once only: a removed job (its TTL) is not made again.
+  ASSERT_TRUE(server_->Remove(kJobs, "default", kube::Name(jobs[0])).ok());
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+  // Back to the old template before any pod moved: one revision again, the jobs go.
+  ASSERT_TRUE(server_->Seed(kJobs, jobs[0]).ok());
+  PatchSpec({{"template", Template("registry.local/db:v1", true)}});
+  Reconcile();
+  ASSERT_EQ(Set()["status"]["updateRevision"], old_rev);
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+}
+
+TEST_F(AstsPreDownloadTest, ReCreateIsMarkedIgnored) {
+  CreateInPlaceSet(4, "ReCreate");
+  PatchSpec({{"template", Template("registry.local/db:v2", true)}});
+  Reconcile();
+  EXPECT_TRUE(server_->List(kJobs).empty());
+  auto rev = server_->Get(kRevisions, "default", Set()["status"]["updateRevision"]);
+  ASSERT_TRUE(rev.ok());
+  EXPECT_EQ(kube::Label(*rev, inplace::kImagePreDownloadIgnoredLabel), "true");
 }
 
 // The PodUnavailableBudget (issue 17), through a stand-in gate: an in-place update is put to it
