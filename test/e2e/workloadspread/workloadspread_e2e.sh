@@ -19,7 +19,8 @@
 #   4. the OpenKruise 0.10 release blog's WorkloadSpread over a CloneSet of 5: subset-a (this
 #      node, maxReplicas 3) gets exactly 3 Running pods, subset-b (a zone that does not exist)
 #      the other 2, Pending with its affinity; status.subsetStatuses counts 3 (missing 0) and 2
-#      (missing -1); pod-deletion-cost 200 on subset-a's pods, 100 on subset-b's;
+#      (missing -1); pod-deletion-cost 200 on subset-a's pods, 100 on subset-b's; a deleted
+#      subset-a pod is replaced in subset-a (subset-b's pods untouched);
 #   5. scale-down: the CloneSet scaled to 3 removes subset-b's pods and keeps subset-a's (same
 #      UIDs); subset-a's maxReplicas lowered to 2 gives one of its pods cost -100, and a scale to
 #      2 removes exactly that pod;
@@ -294,7 +295,18 @@ costs_set() {
     [ "$(count_pods web '$3 == "subset-b" && $6 == "100"')" = 2 ]
 }
 wait_for 60 "pod-deletion-cost 200 on subset-a's pods and 100 on subset-b's" costs_set
-step_done "3 Running in subset-a, 2 Pending in subset-b (affinity $ABSENT_ZONE); status and costs 200/100"
+# A deleted subset-a pod frees its place (the DELETE is recorded in deletingPods, the controller
+# then counts the pod gone): its replacement goes to subset-a again, subset-b keeps its 2 pods.
+pod_table web | awk -F'\t' '$3 == "subset-b" { print $2 }' >"$WORK/b-uids"
+victim=$(pod_table web | awk -F'\t' '$3 == "subset-a" { print $1 }' | head -1)
+k -n "$NS" delete pod "$victim" --wait=false >/dev/null || die "deleting $victim"
+replaced_in_a() {
+  ! pod_table web | cut -f1 | grep -qx "$victim" && spread_3_2 &&
+    cmp -s "$WORK/b-uids" <(pod_table web | awk -F'\t' '$3 == "subset-b" { print $2 }')
+}
+wait_for 60 "$victim replaced in subset-a" replaced_in_a
+wait_for 60 "status and costs for the replacement" eval 'status_3_2 && costs_set'
+step_done "3 Running in subset-a, 2 Pending in subset-b (affinity $ABSENT_ZONE); status and costs 200/100; deleted $victim replaced in subset-a"
 
 # --- 5 -------------------------------------------------------------------------------------------
 step 5 "scale-down removes subset-b's pods first, then the pod beyond a lowered maxReplicas"
