@@ -205,10 +205,28 @@ void CompactPodForManager(Json& pod) {
   }
   Json out = Json::object();
   Json kept = Json::object();
+  // A pod a WorkloadSpread placed (its annotation names it) keeps what that controller reads
+  // (manager/workloadspread/ws_controller.h): both annotations, its controller reference, the
+  // Ready and PodScheduled conditions and its largest restart count.
+  constexpr char kMatchedWorkloadSpread[] = "apps.kruise.io/matched-workloadspread";
+  const Json* matched =
+      meta != pod.end() && meta->is_object()
+          ? FindPath(*meta, {"annotations", kMatchedWorkloadSpread})
+          : nullptr;
+  const bool spread = matched != nullptr && matched->is_string() &&
+                      !matched->get_ref<const std::string&>().empty();
   if (meta != pod.end() && meta->is_object()) {
     for (const char* f : {"name", "namespace", "uid", "resourceVersion", "labels",
                           "creationTimestamp", "deletionTimestamp"}) {
       if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
+    }
+    if (spread) {
+      for (const char* a :
+           {kMatchedWorkloadSpread, "controller.kubernetes.io/pod-deletion-cost"}) {
+        if (const Json* v = FindPath(*meta, {"annotations", a}); v != nullptr && v->is_string()) {
+          kept["annotations"][a] = *v;
+        }
+      }
     }
     // With creationTimestamp, what the SidecarSet controller reads to note pods created without
     // the sidecars of a set that existed then (manager/sidecarset/sidecarset_not_injected.h).
@@ -222,6 +240,14 @@ void CompactPodForManager(Json& pod) {
     }
     // Only that it has a controller, and its kind: full references cost a third of the cache.
     kept["ownerReferences"] = Json::array({{{"controller", true}, {"kind", controller_kind}}});
+    if (auto refs = meta->find("ownerReferences"); spread && refs != meta->end() && refs->is_array()) {
+      for (const Json& r : *refs) {
+        if (!r.is_object() || !r.value("controller", false)) continue;
+        kept["ownerReferences"] =
+            Json::array({Pick(r, {"apiVersion", "kind", "name", "uid", "controller"})});
+        break;
+      }
+    }
   }
   out["metadata"] = std::move(kept);
   for (const char* f : {"apiVersion", "kind"}) {
@@ -242,10 +268,31 @@ void CompactPodForManager(Json& pod) {
           if (c.is_object() && c.value("type", "") == "Ready") ready = c.value("status", "");
         }
       }
-      if (ready != "True") {
+      if (ready != "True" && !spread) {
         out["status"]["conditions"] =
             Json::array({{{"type", "Ready"}, {"status", ready.empty() ? "Unknown" : ready}}});
       }
+    }
+  }
+  if (spread) {
+    if (const Json* conds = FindPath(pod, {"status", "conditions"});
+        conds != nullptr && conds->is_array()) {
+      Json kept_conds = Json::array();
+      for (const Json& c : *conds) {
+        const std::string type = c.is_object() ? c.value("type", "") : "";
+        if (type == "Ready" || type == "PodScheduled") {
+          kept_conds.push_back(Pick(c, {"type", "status", "reason", "lastTransitionTime"}));
+        }
+      }
+      if (!kept_conds.empty()) out["status"]["conditions"] = std::move(kept_conds);
+    }
+    int64_t restarts = 0;
+    if (const Json* cs = FindPath(pod, {"status", "containerStatuses"});
+        cs != nullptr && cs->is_array()) {
+      for (const Json& c : *cs) restarts = std::max(restarts, IntField(c, "restartCount", 0));
+    }
+    if (restarts > 0) {
+      out["status"]["containerStatuses"] = Json::array({{{"restartCount", restarts}}});
     }
   }
   pod = std::move(out);

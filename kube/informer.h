@@ -87,6 +87,12 @@ void CompactPodForWorkloads(Json& pod);
 // without one is ready; PodUnavailableBudget reads it), and as
 // ownerReferences only [{controller: true, kind}] (so kube::ControllerOf, which wants complete
 // references, finds none: use HasController). With full references 30k pods took 8 MiB more.
+// Such a pod that carries the apps.kruise.io/matched-workloadspread annotation (a WorkloadSpread
+// placed it) keeps, for the WorkloadSpread controller, also that annotation and
+// controller.kubernetes.io/pod-deletion-cost, its controller reference in full (apiVersion, kind,
+// name, uid, controller), its Ready and PodScheduled conditions (type, status, reason,
+// lastTransitionTime; whatever their status) and, when above 0, its largest container restart
+// count as status.containerStatuses [{restartCount}].
 void CompactPodForManager(Json& pod);
 // Nodes as kruise-manager's one node cache keeps them (every controller that reads nodes: NodeImage,
 // CloneSet topology spread, Advanced DaemonSet eligibility): apiVersion, kind, metadata name, uid,

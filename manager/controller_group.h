@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
@@ -46,6 +47,9 @@ class SharedInformers {
   static constexpr char kOrphanNamespaceIndex[] = "orphan-namespace";
   // Pods by the SidecarSets named in their kruise.io/sidecarset-injected-list annotation.
   static constexpr char kInjectedSidecarSetIndex[] = "injected-sidecarset";
+  // Pods by "<namespace>/<WorkloadSpread>" of their apps.kruise.io/matched-workloadspread
+  // annotation (its "name"); pods without one are not indexed.
+  static constexpr char kWorkloadSpreadIndex[] = "workloadspread";
   // All must outlive this object.
   SharedInformers(kube::KubeClient* client, Clock* clock, kube::Manager* manager)
       : client_(client), clock_(clock), manager_(manager) {}
@@ -60,7 +64,20 @@ class SharedInformers {
       return {kube::Namespace(pod)};
     };
     o.indexers[kInjectedSidecarSetIndex] = InjectedSidecarSets;
+    o.indexers[kWorkloadSpreadIndex] = MatchedWorkloadSpread;
     return o;
+  }
+  // "<namespace>/<name>" of the WorkloadSpread a pod's apps.kruise.io/matched-workloadspread
+  // annotation names (a JSON object {"name": ..., "subset": ...}); none when absent or malformed.
+  static std::vector<std::string> MatchedWorkloadSpread(const kube::Json& pod) {
+    const kube::Json* value =
+        kube::FindPath(pod, {"metadata", "annotations", "apps.kruise.io/matched-workloadspread"});
+    if (value == nullptr || !value->is_string()) return {};
+    const kube::Json parsed =
+        kube::Json::parse(value->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    const kube::Json* name = kube::Field(parsed, "name");
+    if (name == nullptr || !name->is_string()) return {};
+    return {absl::StrCat(kube::Namespace(pod), "/", name->get_ref<const std::string&>())};
   }
   // The names in a pod's kruise.io/sidecarset-injected-list (comma-separated, blanks trimmed).
   static std::vector<std::string> InjectedSidecarSets(const kube::Json& pod) {

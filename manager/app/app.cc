@@ -39,6 +39,7 @@
 #include "manager/webhook/readiness.h"
 #include "manager/webhook/server.h"
 #include "manager/workload/workload_admission.h"
+#include "manager/workloadspread/ws_controller.h"
 #include "manager/workloadspread/ws_webhook.h"
 #include "prometheus/registry.h"
 
@@ -56,6 +57,7 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
   groups.push_back(daemonset::NewDaemonSetControllerGroup());  // Advanced DaemonSet
   groups.push_back(sidecarset::NewSidecarSetControllerGroup());  // SidecarSet
   groups.push_back(pub::NewPubControllerGroup());  // PodUnavailableBudget
+  groups.push_back(workloadspread::NewWorkloadSpreadControllerGroup());  // WorkloadSpread
   return groups;
 }
 
@@ -452,6 +454,12 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   pub_opts.clock = clock;
   const bool pub_served =
       pub::RegisterPubHandlers(&handlers, &pub_cache, client.get(), &pods, pub_opts);
+  // WorkloadSpread records pod deletions and evictions on the same path, after the budget check.
+  if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
+    handlers.Append(pub::kValidatePodPath,
+                    std::make_shared<workloadspread::WorkloadSpreadDeletionRecorder>(
+                        &ws_cache, client.get(), &pods, clock));
+  }
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;

@@ -365,6 +365,32 @@ bool HandlerRegistry::Register(const std::string& path, std::shared_ptr<Handler>
   return true;
 }
 
+bool HandlerRegistry::Append(const std::string& path, std::shared_ptr<Handler> handler,
+                             const std::function<bool()>& enabled) {
+  if (enabled && !enabled()) return false;
+  auto it = handlers_.find(path);
+  if (it == handlers_.end()) {
+    handlers_[path] = std::move(handler);
+  } else {
+    it->second = std::make_shared<ValidatingChain>(
+        std::vector<std::shared_ptr<Handler>>{it->second, std::move(handler)});
+  }
+  return true;
+}
+
+AdmissionResponse ValidatingChain::Handle(const AdmissionRequest& request) {
+  AdmissionResponse out = Allowed();
+  for (const std::shared_ptr<Handler>& h : handlers_) {
+    AdmissionResponse r = h->Handle(request);
+    for (std::string& w : r.warnings) out.warnings.push_back(std::move(w));
+    if (!r.allowed) {
+      r.warnings = std::move(out.warnings);
+      return r;
+    }
+  }
+  return out;
+}
+
 Handler* HandlerRegistry::Find(absl::string_view path) const {
   auto it = handlers_.find(path);
   return it == handlers_.end() ? nullptr : it->second.get();

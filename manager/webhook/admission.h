@@ -122,12 +122,30 @@ struct HttpReply {
 // message); a handler exception gives a denial (code 500) in a well-formed review.
 HttpReply ServeAdmission(Handler& handler, absl::string_view body);
 
+// Validating handlers of features that share one path (/validate-pod: the PodUnavailableBudget
+// check, then the WorkloadSpread deletion record), run in order: the first refusal is the answer
+// and the handlers after it do not run; warnings add up. Validating paths only (patches of the
+// handlers are dropped).
+class ValidatingChain final : public Handler {
+ public:
+  explicit ValidatingChain(std::vector<std::shared_ptr<Handler>> handlers)
+      : handlers_(std::move(handlers)) {}
+  AdmissionResponse Handle(const AdmissionRequest& request) override;
+
+ private:
+  const std::vector<std::shared_ptr<Handler>> handlers_;
+};
+
 class HandlerRegistry {
  public:
   // Registers `handler` at `path` when `enabled` (a feature-gate predicate, evaluated now) holds.
   // Returns whether it was registered. Re-registering a path replaces the handler.
   bool Register(const std::string& path, std::shared_ptr<Handler> handler,
                 const std::function<bool()>& enabled = nullptr);
+  // As Register, but a handler already at `path` stays and runs first: both become a
+  // ValidatingChain (validating paths only).
+  bool Append(const std::string& path, std::shared_ptr<Handler> handler,
+              const std::function<bool()>& enabled = nullptr);
   Handler* Find(absl::string_view path) const;
   bool Has(absl::string_view path) const { return Find(path) != nullptr; }
   std::vector<std::string> Paths() const;

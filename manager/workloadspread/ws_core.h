@@ -89,35 +89,11 @@
 //    is the formula OpenKruise's user manual documents; its first release wrote flat 100 / -100
 //    / 0 (no maxReplicas).
 //
-// The pod CREATE mutator and the validating handler now exist (ws_webhook.h, which says where they
-// differ from the design below); pod DELETE/eviction (RecordDeletion) does not yet.
-// Not here (the next slice), as designed:
-//  - Pod webhook mutator (every replica; after the readiness gate, before the SidecarSet injector,
-//    OpenKruise's order): one WorkloadSpread informer (SharedInformers::Named) feeding an immutable
-//    snapshot of parsed WorkloadSpreads indexed by (namespace, target group, kind, name). On
-//    CREATE: PodCanBeSpread; the pod's controller looks up the index; a ReplicaSet controller with
-//    a Deployment WorkloadSpread in the namespace needs the ReplicaSet (NeedsOwnerLookup: a GET, or
-//    a ReplicaSet cache if one exists by then) and PodMatchesTarget. ChooseSubset on the newer of
-//    the cached object and the last status this replica wrote (OpenKruise's GlobalCache); a
-//    new_status is written to the status subresource as a JSON patch starting with a test of
-//    /metadata/resourceVersion (a 422 re-reads and chooses again, a few times, then fails the
-//    admission); then PlanSubsetInjection goes to PodEdit::AddOps. An injection error denies the
-//    pod (OpenKruise fails the admission too). DELETE and eviction (the /validate-pod handler PUB
-//    already registers): RecordDeletion and the same guarded write, allowing the operation if the
-//    write fails.
-//  - Controller (leader): watches WorkloadSpreads, the shared pod cache, and the target
-//    workloads' replicas (CloneSet, Deployment, ReplicaSet, Job parallelism, StatefulSets). The
-//    pod cache's compaction must keep, for Deployment/ReplicaSet/Job/StatefulSet pods too, the
-//    matched-workloadspread and pod-deletion-cost annotations, the Ready and PodScheduled
-//    conditions and restart counts (check bench/manager). A reconcile takes the workload's pods
-//    (by controller uid; for a Deployment, those of its ReplicaSets), patches the
-//    pod-deletion-cost annotation of pods whose value differs from DeletionCosts (an `add` of one
-//    key, never a "0" added), writes ComputeStatus's status when it differs (guarded like the
-//    webhook's, which writes the same object), deletes pods_to_delete, records CreatePodFailed /
-//    DeletePodFailed events for not_created / not_deleted, and requeues at recheck (the expiries
-//    are time-based; pod and workload events come first).
-//  - e2e on kube-local: a CloneSet and a Deployment over two labelled nodes, fill order, scale-down
-//    order, Adaptive with an unschedulable subset.
+// The webhooks (ws_webhook.h: the pod CREATE mutator, the validating handler, the pod DELETE and
+// eviction recorder) and the controller (ws_controller.h: status, deletion costs, Adaptive
+// deletions) exist and say where they differ from OpenKruise. Not here yet: e2e on kube-local (a
+// CloneSet and a Deployment over two labelled nodes, fill order, scale-down order, Adaptive with
+// an unschedulable subset).
 // Thread-compatible, no state; never throws, whatever the JSON.
 
 #include <cstdint>

@@ -132,6 +132,14 @@ std::vector<std::shared_ptr<const Json>> WorkloadSpreadCache::ObjectsIn(
   return out;
 }
 
+std::shared_ptr<const WorkloadSpreadCache::Entry> WorkloadSpreadCache::Named(
+    const std::string& ns, const std::string& name) const {
+  auto space = In(ns);
+  if (space == nullptr) return nullptr;
+  auto it = space->by_name.find(name);
+  return it != space->by_name.end() ? it->second : nullptr;
+}
+
 std::shared_ptr<const WorkloadSpreadCache::Entry> WorkloadSpreadCache::Targeting(
     const std::string& ns, const std::string& group, const std::string& kind,
     const std::string& name) const {
@@ -271,6 +279,94 @@ absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook
   }
   edit->AddOps(*std::move(ops));
   return absl::OkStatus();
+}
+
+// ---- Pod DELETE and eviction ---------------------------------------------------------------------
+
+AdmissionResponse WorkloadSpreadDeletionRecorder::Handle(const AdmissionRequest& req) {
+  Json fetched;
+  const Json* pod = nullptr;
+  if (req.operation == "DELETE") {
+    if (!req.sub_resource.empty() || !req.old_object.is_object() || req.dry_run) {
+      return webhook::Allowed();
+    }
+    pod = &req.old_object;
+  } else if (req.operation == "CREATE" && req.sub_resource == "eviction") {
+    const Json* dry = kube::FindPath(req.object, {"deleteOptions", "dryRun"});
+    if (req.dry_run || (dry != nullptr && dry->is_array() && !dry->empty())) {
+      return webhook::Allowed();
+    }
+    auto got = pods_->GetPod(req.namespace_, req.name);
+    if (!got.ok()) {
+      if (!kube::IsNotFound(got.status())) {
+        Logger("workloadspread")
+            ->warn("eviction of pod {}/{}: reading the pod: {}", req.namespace_, req.name,
+                   got.status());
+      }
+      return webhook::Allowed();
+    }
+    fetched = *std::move(got);
+    pod = &fetched;
+  } else {
+    return webhook::Allowed();
+  }
+  if (!kube::Annotation(*pod, kMatchedWorkloadSpreadAnnotation)) return webhook::Allowed();
+  Json with_ns;
+  if (kube::Namespace(*pod).empty()) {  // objects of a request may leave it out
+    with_ns = *pod;
+    if (with_ns["metadata"].is_object()) with_ns["metadata"]["namespace"] = req.namespace_;
+    pod = &with_ns;
+  }
+  if (absl::Status st = Record(*pod, req.operation == "DELETE" ? "deletion" : "eviction");
+      !st.ok()) {
+    Logger("workloadspread")
+        ->warn("pod {}/{} goes unrecorded: {}", req.namespace_, kube::Name(*pod), st);
+  }
+  return webhook::Allowed();
+}
+
+absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::string& operation) {
+  std::optional<MatchedWorkloadSpread> matched = MatchedOf(pod);
+  if (!matched) return absl::OkStatus();
+  std::shared_ptr<const WorkloadSpreadCache::Entry> entry =
+      cache_->Named(kube::Namespace(pod), matched->name);
+  if (entry == nullptr || !entry->ws) return absl::OkStatus();
+  WorkloadSpread ws = *entry->ws;
+  for (int attempt = 0; attempt <= kube::kConflictRetries; ++attempt) {
+    std::optional<WorkloadSpreadStatus> status = RecordDeletion(ws, pod, clock_->Now());
+    if (!status) return absl::OkStatus();
+    const Json patch = Json::array(
+        {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ws.resource_version}},
+         {{"op", "add"},
+          {"path", "/status/subsetStatuses"},
+          {"value", status->ToJson().value("subsetStatuses", Json::array())}}});
+    auto written = client_->Patch(WorkloadSpreadResource(), ws.namespace_, ws.name,
+                                  kube::PatchType::kJson, patch, "status");
+    if (written.ok()) {
+      cache_->Upsert(*written);
+      Logger("workloadspread")
+          ->info("{} of pod {}/{} recorded in subset {} of WorkloadSpread {}", operation,
+                 ws.namespace_, kube::Name(pod), matched->subset, ws.name);
+      return absl::OkStatus();
+    }
+    if (kube::IsNotFound(written.status())) return absl::OkStatus();
+    if (!kube::IsConflict(written.status()) &&
+        written.status().code() != absl::StatusCode::kInvalidArgument) {
+      return written.status();
+    }
+    auto fresh = client_->Get(WorkloadSpreadResource(), ws.namespace_, ws.name);
+    if (!fresh.ok()) return kube::IsNotFound(fresh.status()) ? absl::OkStatus() : fresh.status();
+    if (kube::ResourceVersion(*fresh) == ws.resource_version &&
+        !kube::IsConflict(written.status())) {
+      return written.status();  // the test held: the patch itself was refused
+    }
+    cache_->Upsert(*fresh);
+    auto parsed = ParseWorkloadSpread(*fresh);
+    if (!parsed.ok()) return absl::OkStatus();
+    ws = *std::move(parsed);
+  }
+  return absl::AbortedError(
+      absl::StrCat("WorkloadSpread ", ws.name, " changed on every write of the ", operation));
 }
 
 bool RegisterWorkloadSpreadHandlers(webhook::HandlerRegistry* registry,

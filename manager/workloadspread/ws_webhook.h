@@ -50,8 +50,19 @@
 //      * Dry run (the request's dryRun): the choice is made and injected but nothing is written,
 //        so the answer shows what a real creation would get. OpenKruise instead lets a dry-run
 //        pod through untouched.
-//    Not here: pod DELETE and eviction (RecordDeletion; the /validate-pod handler), StatefulSet
-//    pods are spread like the others (ChooseSubset's ordinal rule) but not read from any cache.
+//    StatefulSet pods are spread like the others (ChooseSubset's ordinal rule).
+//  - WorkloadSpreadDeletionRecorder (on `/validate-pod`, after the PodUnavailableBudget check:
+//    HandlerRegistry::Append; OpenKruise's order, so a refused deletion is not recorded): pods
+//    DELETE (the request's oldObject; not subresources) and pods/eviction CREATE (the pod read
+//    through the PodReader; gone: nothing to do). The WorkloadSpread named in the pod's
+//    apps.kruise.io/matched-workloadspread annotation (the cache's object of that name) gets
+//    RecordDeletion's status: the pod in its subset's deletingPods, missingReplicas + 1, so the
+//    replacement may go to that subset before the controller has seen the pod go. Written like
+//    the injector's record (resourceVersion test first; a refused test re-reads and records again
+//    on the fresh object, up to kube::kConflictRetries times). Dry runs (the request's dryRun, an
+//    eviction's deleteOptions.dryRun) write nothing. Always allowed: a failed write is logged and
+//    the controller's next status counts the pod as gone once it is (OpenKruise fails the
+//    deletion instead).
 //
 // Thread-safety: the cache and both handlers are safe for concurrent use.
 
@@ -67,6 +78,7 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "manager/webhook/admission.h"
+#include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_webhook.h"
 #include "manager/workloadspread/ws_core.h"
 
@@ -99,6 +111,8 @@ class WorkloadSpreadCache {
 
   // The namespace's objects, by name.
   std::vector<std::shared_ptr<const nlohmann::json>> ObjectsIn(const std::string& ns) const;
+  // The entry of that name (valid or not); null when none.
+  std::shared_ptr<const Entry> Named(const std::string& ns, const std::string& name) const;
   // The valid WorkloadSpread of `ns` whose targetRef names (group, kind, name); the first by
   // name; null when none.
   std::shared_ptr<const Entry> Targeting(const std::string& ns, const std::string& group,
@@ -152,6 +166,25 @@ class WorkloadSpreadInjector final : public webhook::PodMutator {
   kube::KubeClient* client_;
   Clock* clock_;
   std::function<std::string()> new_uid_;
+};
+
+class WorkloadSpreadDeletionRecorder final : public webhook::Handler {
+ public:
+  // All must outlive the recorder.
+  WorkloadSpreadDeletionRecorder(WorkloadSpreadCache* cache, kube::KubeClient* client,
+                                 webhook::PodReader* pods, Clock* clock)
+      : cache_(cache), client_(client), pods_(pods), clock_(clock) {}
+  // Always allowed.
+  webhook::AdmissionResponse Handle(const webhook::AdmissionRequest& request) override;
+
+ private:
+  // Records `pod`'s deletion; an error when it could not be written.
+  absl::Status Record(const nlohmann::json& pod, const std::string& operation);
+
+  WorkloadSpreadCache* cache_;
+  kube::KubeClient* client_;
+  webhook::PodReader* pods_;
+  Clock* clock_;
 };
 
 // Registers WorkloadSpreadValidatingHandler on both paths when the WorkloadSpread CRD is served

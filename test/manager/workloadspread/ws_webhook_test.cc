@@ -23,6 +23,7 @@ namespace kruise::manager::workloadspread {
 namespace webhook_test {
 
 using kube::Json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
@@ -455,6 +456,139 @@ TEST_F(WorkloadSpreadInjectorTest, HandlersRegisterOnBothPathsWhenServed) {
   webhook::HandlerRegistry none;
   EXPECT_FALSE(RegisterWorkloadSpreadHandlers(&none, &cache_, client->get(), true));
   EXPECT_FALSE(none.Has(kValidateWorkloadSpreadPath));
+}
+
+// ---- Pod DELETE and eviction (the /validate-pod recorder) -----------------------------------
+
+class WorkloadSpreadDeletionRecorderTest : public WorkloadSpreadInjectorTest {
+ protected:
+  void SetUp() override {
+    WorkloadSpreadInjectorTest::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
+    reader_ = std::make_unique<webhook::ApiPodReader>(client_.get());
+    recorder_ = std::make_shared<WorkloadSpreadDeletionRecorder>(&cache_, client_.get(),
+                                                                 reader_.get(), &clock_);
+    // Subset a holds one pod of its two places.
+    Json ws = Spread();
+    ws["status"]["subsetStatuses"][0]["replicas"] = 1;
+    ws["status"]["subsetStatuses"][0]["missingReplicas"] = 1;
+    Seed(ws);
+  }
+
+  // A running pod the webhook placed in `subset`.
+  static Json Placed(const std::string& name, const std::string& subset = "a") {
+    Json pod = Pod(name);
+    pod["metadata"]["annotations"][kMatchedWorkloadSpreadAnnotation] =
+        MatchedAnnotationValue("ws", subset, "");
+    pod["status"] = {{"phase", "Running"}};
+    return pod;
+  }
+  static webhook::AdmissionRequest Delete(const Json& pod, bool dry_run = false) {
+    webhook::AdmissionRequest r;
+    r.operation = "DELETE";
+    r.namespace_ = kNs;
+    r.name = kube::Name(pod);
+    r.old_object = pod;
+    r.dry_run = dry_run;
+    return r;
+  }
+  static webhook::AdmissionRequest Evict(const std::string& name, bool dry_run = false) {
+    webhook::AdmissionRequest r;
+    r.operation = "CREATE";
+    r.sub_resource = "eviction";
+    r.namespace_ = kNs;
+    r.name = name;
+    r.object = {{"apiVersion", "policy/v1"},
+                {"kind", "Eviction"},
+                {"metadata", {{"name", name}, {"namespace", kNs}}}};
+    if (dry_run) r.object["deleteOptions"] = {{"dryRun", {"All"}}};
+    return r;
+  }
+  std::vector<std::string> Deleting(const std::string& subset = "a") {
+    std::vector<std::string> out;
+    const Json s = StoredSubset(subset);
+    if (s.contains("deletingPods")) {
+      for (const auto& [k, v] : s["deletingPods"].items()) out.push_back(k);
+    }
+    return out;
+  }
+
+  std::unique_ptr<webhook::ApiPodReader> reader_;
+  std::shared_ptr<WorkloadSpreadDeletionRecorder> recorder_;
+};
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, DeleteRecordsThePodInItsSubset) {
+  auto r = recorder_->Handle(Delete(Placed("web-0")));
+  EXPECT_TRUE(r.allowed);
+  const Json a = StoredSubset("a");
+  EXPECT_THAT(Deleting(), ElementsAre("web-0"));
+  EXPECT_EQ(a["deletingPods"]["web-0"], kube::FormatRfc3339(clock_.Now()));
+  EXPECT_EQ(a["missingReplicas"], 2);
+  // A retried DELETE of the same pod records nothing more.
+  server_->ClearRequests();
+  EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"))).allowed);
+  EXPECT_EQ(server_->RequestCount("PATCH"), 0);
+  EXPECT_EQ(StoredSubset("a")["missingReplicas"], 2);
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, NothingForDryRunsUnplacedPodsOrUnlimitedSubsets) {
+  EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"), /*dry_run=*/true)).allowed);
+  EXPECT_TRUE(recorder_->Handle(Delete(Pod("web-1"))).allowed);  // no annotation
+  EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-2", "b"))).allowed);  // b has no limit
+  ASSERT_TRUE(server_->Seed("pods", Placed("web-3")).ok());
+  EXPECT_TRUE(recorder_->Handle(Evict("web-3", /*dry_run=*/true)).allowed);
+  EXPECT_EQ(server_->RequestCount("PATCH"), 0);
+  EXPECT_THAT(Deleting(), IsEmpty());
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, EvictionReadsThePodAndRecordsIt) {
+  ASSERT_TRUE(server_->Seed("pods", Placed("web-0")).ok());
+  EXPECT_TRUE(recorder_->Handle(Evict("web-0")).allowed);
+  EXPECT_THAT(Deleting(), ElementsAre("web-0"));
+  EXPECT_TRUE(recorder_->Handle(Evict("gone")).allowed);  // no such pod: nothing to record
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, StaleCacheRereadsAndKeepsTheOtherWrite) {
+  // Another replica's injector placed web-9 meanwhile; this replica's cache does not know.
+  Json fresh = *server_->Get(kWs, kNs, "ws");
+  fresh["status"]["subsetStatuses"][0]["creatingPods"] = {
+      {"web-9", kube::FormatRfc3339(clock_.Now())}};
+  fresh["status"]["subsetStatuses"][0]["missingReplicas"] = 0;
+  ASSERT_TRUE(server_->Put(kWs, fresh).ok());
+  EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"))).allowed);
+  const Json a = StoredSubset("a");
+  EXPECT_THAT(Creating(a), ElementsAre("web-9"));
+  EXPECT_THAT(Deleting(), ElementsAre("web-0"));
+  EXPECT_EQ(a["missingReplicas"], 1);
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, FailedWriteStillAllowsTheDeletion) {
+  testing::FakeFailure failure;
+  failure.method = "PATCH";
+  failure.path_substring = "workloadspreads";
+  failure.http_code = 500;
+  server_->FailNext(failure);
+  EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"))).allowed);
+  EXPECT_THAT(Deleting(), IsEmpty());
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, ChainedAfterADenialRecordsNothing) {
+  webhook::HandlerRegistry registry;
+  bool budget_allows = false;
+  registry.Register("/validate-pod", std::make_shared<webhook::FuncHandler>(
+                                         [&](const webhook::AdmissionRequest&) {
+                                           return budget_allows
+                                                      ? webhook::Allowed()
+                                                      : webhook::Denied(403, "budget spent");
+                                         }));
+  registry.Append("/validate-pod", recorder_);
+  auto r = registry.Find("/validate-pod")->Handle(Delete(Placed("web-0")));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.result.message, "budget spent");
+  EXPECT_THAT(Deleting(), IsEmpty());
+  budget_allows = true;
+  EXPECT_TRUE(registry.Find("/validate-pod")->Handle(Delete(Placed("web-0"))).allowed);
+  EXPECT_THAT(Deleting(), ElementsAre("web-0"));
 }
 
 }  // namespace webhook_test
