@@ -986,6 +986,21 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
 
 namespace {
 
+// The sets of `obj`'s namespace whose (non-empty) selector matches its labels.
+std::vector<kube::Request> SetsSelecting(kube::Informer* sets, const Json& obj) {
+  std::vector<kube::Request> out;
+  auto in_ns = sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(obj));
+  if (!in_ns.ok()) return out;
+  for (const auto& s : *in_ns) {
+    const Json* sel = kube::FindPath(*s, {"spec", "selector"});
+    auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+    if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(obj)) {
+      out.push_back({kube::Namespace(*s), kube::Name(*s)});
+    }
+  }
+  return out;
+}
+
 class StatefulSetGroup : public ControllerGroup {
  public:
   std::string Name() const override { return "statefulset"; }
@@ -1050,38 +1065,15 @@ class StatefulSetGroup : public ControllerGroup {
     }
     // A claim's size or capacity (status.volumeClaims, a resize waited for): the sets of its
     // namespace whose selector matches its labels (claims carry the selector's matchLabels).
-    kube::Informer* sets_of_claims = inf.statefulsets;
-    controller_->Watch(inf.pvcs, kube::EnqueueMapped([sets_of_claims](const Json& claim) {
-                         std::vector<kube::Request> out;
-                         auto in_ns = sets_of_claims->store().ByIndex(kube::kNamespaceIndex,
-                                                                      kube::Namespace(claim));
-                         if (!in_ns.ok()) return out;
-                         for (const auto& s : *in_ns) {
-                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
-                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(claim)) {
-                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
-                           }
-                         }
-                         return out;
+    kube::Informer* sets = inf.statefulsets;
+    controller_->Watch(inf.pvcs, kube::EnqueueMapped([sets](const Json& claim) {
+                         return SetsSelecting(sets, claim);
                        }),
                        {kube::ResourceVersionChanged()});
     // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
-    kube::Informer* sets = inf.statefulsets;
     controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
-                         std::vector<kube::Request> out;
-                         if (kube::HasController(pod)) return out;
-                         auto in_ns =
-                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
-                         if (!in_ns.ok()) return out;
-                         for (const auto& s : *in_ns) {
-                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
-                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(pod)) {
-                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
-                           }
-                         }
-                         return out;
+                         if (kube::HasController(pod)) return std::vector<kube::Request>{};
+                         return SetsSelecting(sets, pod);
                        }));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();

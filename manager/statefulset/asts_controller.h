@@ -12,13 +12,25 @@
 //      owned pods that no longer match (JSON patches guarded by resourceVersion);
 //   3. finds or creates the ControllerRevision of its template (`<name>-<hash>`, collisionCount
 //      on a clash) and prunes history beyond revisionHistoryLimit (default 10);
-//   4. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
-//      True; an in-place update's grace period that ran out applies its images; a completed
-//      in-place update gets InPlaceUpdateReady True and lifecycle state Normal. A round that
-//      changed a pod here ends (the pod's event brings the set back);
+//   4. with PreDownloadImageForInPlaceUpdate, while the pods span two revisions, creates one
+//      ImagePullJob per changed image of the update revision (manager/inplace/predownload.h,
+//      OpenKruise's statefulset_predownload_image.go: not for OnDelete, ReCreate, an update that
+//      cannot be in place, replicas <= 3 or a one-batch update; once per revision, the revision
+//      labelled created or ignored; held back by apps.kruise.io/image-predownload-min-updated-
+//      ready-pods) and deletes the set's jobs once one revision is left;
+//   4b. refreshes pods: a new pod's readiness gates (InPlaceUpdateReady, KruisePodReady) start
+//      True; an in-place update's grace period that ran out applies its images; the lifecycle
+//      moves on by itself (manager/workload/lifecycle.h): PreparingNormal -> Normal once the
+//      preNormal hook is all on the pod, a completed in-place update (InPlaceUpdateReady True)
+//      or a PreparingUpdate rolled back -> Updated while the inPlaceUpdate hook is not all back,
+//      else Normal, Updated -> Normal once it is; KruisePodReady False that markPodNotReady set
+//      is True again in Normal/Updated. A round that changed a pod here ends (the pod's event
+//      brings the set back);
 //   5. scales (PlanScale): deletes Failed/Succeeded and condemned pods, creates missing ordinals:
 //      pod `<set>-<ordinal>` with labels controller-revision-hash,
-//      statefulset.kubernetes.io/pod-name and apps.kubernetes.io/pod-index, hostname and (with
+//      statefulset.kubernetes.io/pod-name, apps.kubernetes.io/pod-index and
+//      lifecycle.apps.kruise.io/state (PreparingNormal while a preNormal hook is not all on the
+//      template, else Normal), hostname and (with
 //      serviceName) subdomain, the controller owner reference; before it, one PVC per
 //      volumeClaimTemplate named `<vct>-<set>-<ordinal>` (an existing one is reused, as a core
 //      StatefulSet does), mounted as the volume of the template's name;
@@ -35,8 +47,29 @@
 //      kDisruptionRetry. OpenKruise's ASTS asks nothing ("todo validate in-place for pub"), its
 //      in-place patch meeting the webhook's UPDATE check instead, which we keep too; deletes are
 //      not put to the gate (the webhook's DELETE check judges them, in OpenKruise as here);
+//      lifecycle hooks (OpenKruise's ASTS semantics): every delete (scale-down, failed pod,
+//      specified delete, recreate update) of a pod the preDelete hook holds (any of its labels
+//      with its value, or any finalizer) moves it to PreparingDelete instead (with markPodNotReady:
+//      KruisePodReady False), deleted by a later round once the hook is gone; an in-place update
+//      of a pod the inPlaceUpdate hook holds moves it to PreparingUpdate (markPodNotReady alike)
+//      and waits there until the hook is gone; an Updated pod asked to update again goes back to
+//      PreparingUpdate with the hook put back; a PreparingDelete pod is never updated in place
+//      (its delete goes on). OrderedReady does not end the round on a PreparingUpdate or
+//      PreparingDelete pod, so this step can reach it once its hook goes;
+//      volumeClaimUpdateStrategy OnPodRollingUpdate with StatefulSetAutoResizePVCGate (OpenKruise's
+//      statefulset_resize_pvc.go): before a pod is updated its claims are grown to their
+//      templates' storage request (a JSON patch guarded by resourceVersion; a storage class
+//      without allowVolumeExpansion is a FailedUpdatePVC), and the pod waits until the volume
+//      has it (capacity, or FileSystemResizePending); pods already at the update revision get
+//      their claims grown too. A claim that differs in more than size (class, access modes)
+//      is never patched or deleted: FailedUpdate names it and the user deletes it (as
+//      OpenKruise; OnDelete is the same without any resize);
 //   7. writes status through the status subresource (merge patch carrying the resourceVersion it
-//      read, so a stale write is a 409 and the round is retried), only when it changed.
+//      read, so a stale write is a 409 and the round is retried), only when it changed; with
+//      volumeClaimTemplates, status.volumeClaims gives per template the owned pods whose claim is
+//      compatible (CompareClaim: same class and access modes, request >= the template's) and of
+//      those the ones whose volume has the request (compatibleReplicas,
+//      compatibleReadyReplicas).
 // persistentVolumeClaimRetentionPolicy: whenDeleted Delete gives the set's PVCs an owner
 // reference to the set (Retain removes it), so deleting the set deletes them; whenScaled Delete
 // moves a condemned pod's PVCs' owner reference to that pod before deleting it (propagation
@@ -48,9 +81,11 @@
 // carry a uid precondition and a named delete expectation, so a stale cache never deletes a pod
 // twice; a new leader starts from the API server's state (informers) and the same names.
 //
-// Left out (documented in README): lifecycle hooks (preDelete/preNormal/inPlaceUpdate),
-// volumeClaimUpdateStrategy, status.volumeClaims, PVC reuse checks beyond the name, image
-// pre-download.
+// Left out: PVC reuse checks beyond the name (an existing claim of the pod's name is used as it
+// is, as a core StatefulSet does); with OnPodRollingUpdate a pod already at the update revision
+// whose claims grew keeps running (OpenKruise also puts such a pod through its update step once
+// the resize completed, which may recreate it); the webhook does not ask the StorageClass whether it
+// allows expansion (the controller does, at resize time).
 //
 // Thread-safety: Reconcile may run concurrently for different StatefulSets.
 
