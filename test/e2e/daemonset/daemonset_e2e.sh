@@ -15,8 +15,11 @@
 #   3. rollingUpdateType InPlaceIfPossible, maxUnavailable 1, an image of another digest: every
 #      pod keeps its name and UID, restarts once on the new image, goes InPlaceUpdateReady False
 #      and back True; a watch over the update sees no other pod and never two unready at once;
-#   4. partition 1 and another image: the two nodes with the highest names update, the lowest
-#      keeps the old revision (updatedNumberScheduled 2); partition 0 updates it too;
+#   4. an image that does not exist: the first pod updated in place (the highest node name) stays
+#      in ImagePullBackOff and the rollout stops there (maxUnavailable 1: updatedNumberScheduled 1,
+#      numberUnavailable 1, the two others untouched); then partition 1 and a good image: the
+#      stuck pod is repaired in place and the second highest node updated, the lowest keeps the
+#      old revision (updatedNumberScheduled 2); partition 0 updates it too;
 #   5. rollingUpdate.selector naming that lowest node and another image: it alone updates, the two
 #      others keep theirs; the selector removed, they update;
 #   6. rollingUpdateType Standard with maxSurge 1 (maxUnavailable 0): on every node a new pod runs
@@ -50,6 +53,7 @@ REG=$KUBE_LOCAL_REGISTRY
 IMG0=$KUBE_LOCAL_BUSYBOX_IMAGE # three images of distinct digests
 IMG1=$REG/busybox:v1
 IMG2=$REG/busybox:v2
+IMG_MISSING=$REG/busybox:kruise-e2e-missing # no such tag
 ELIGIBLE=kruise-e2e-daemonset # node label (step 2's nodeSelector) and taint key
 CANARY=kruise-e2e-daemonset-canary # node label (step 5's rollingUpdate.selector)
 NODES_FOUND=$KUBE_LOCAL_NODES
@@ -350,11 +354,29 @@ read -r max_unready uids gated < <(watch_update_stats "$WORK/watch3.json")
 step_done "3 pods updated in place in $(secs "$UPDATE_MS")s ($REV0 -> $REV1): same UIDs, restartCount +1, InPlaceUpdateReady False then True, at most $max_unready unready at once; status $(ads_status inp)"
 
 # --- 4 -------------------------------------------------------------------------------------------
-step 4 "partition 1 keeps the lowest node's pod at the old revision"
+step 4 "a missing image stops the rollout at one pod; partition 1 with a good image repairs it"
 pod_table inp >"$WORK/before4.tsv"
+patch_set inp "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$IMG_MISSING\"}]"
+wait_for 30 "inp's new update revision" ads_is inp ".status.observedGeneration == .metadata.generation and .status.updateRevision != \"$REV1\""
+REV_BAD=$(update_revision inp)
+stuck() { # N3's pod on the missing image, waiting for it, out of service; the status says so
+  pods_json inp | jq -e --arg n "$N3" --arg img "$IMG_MISSING" '[.items[] | select(.spec.nodeName == $n)
+    | select(.spec.containers[0].image == $img)
+    | select(.status.containerStatuses[0].state.waiting.reason | IN("ErrImagePull", "ImagePullBackOff"))
+    | select(any(.status.conditions[]?; .type == "InPlaceUpdateReady" and .status == "False"))] | length == 1' >/dev/null &&
+    ads_is inp '.status.observedGeneration == .metadata.generation and .status.updatedNumberScheduled == 1
+      and .status.numberReady == 2 and .status.numberUnavailable == 1 and .status.desiredNumberScheduled == 3'
+}
+wait_for 120 "$N3's pod stuck on the missing image" stuck
+pod_table inp >"$WORK/stuck4.tsv"
+expect_kept "$WORK/before4.tsv" "$WORK/stuck4.tsv" "$N1" "$IMG1" "$REV1"
+expect_kept "$WORK/before4.tsv" "$WORK/stuck4.tsv" "$N2" "$IMG1" "$REV1"
+[ "$(awk -F'\t' -v n="$N3" '$1 == n { print $3 }' "$WORK/stuck4.tsv")" = "$(awk -F'\t' -v n="$N3" '$1 == n { print $3 }' "$WORK/before4.tsv")" ] ||
+  die "$N3's pod was replaced instead of updated in place"
+stuck_counts=$(ads_status inp)
 patch_set inp "[{\"op\":\"add\",\"path\":\"/spec/updateStrategy/rollingUpdate/partition\",\"value\":1},
   {\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$IMG2\"}]"
-wait_for 30 "inp's new update revision" ads_is inp ".status.observedGeneration == .metadata.generation and .status.updateRevision != \"$REV1\""
+wait_for 30 "inp's new update revision" ads_is inp ".status.observedGeneration == .metadata.generation and .status.updateRevision != \"$REV_BAD\""
 REV2=$(update_revision inp)
 two_updated() {
   settled inp 3 2 && [ "$(pod_table inp | awk -F'\t' -v img="$IMG2" '$5 == img && $6 == "true" && $8 == "True"' | wc -l)" = 2 ]
@@ -369,7 +391,7 @@ patch_set inp '[{"op":"replace","path":"/spec/updateStrategy/rollingUpdate/parti
 wait_for 120 "the last pod of inp updated with partition 0" all_in_place "$IMG2"
 pod_table inp >"$WORK/after4b.tsv"
 expect_in_place "$WORK/after4.tsv" "$WORK/after4b.tsv" "$N1" "$IMG2" "$REV2"
-step_done "partition 1: $N2, $N3 updated in place, $N1 kept at $REV1 ($counts); partition 0: $N1 updated too"
+step_done "missing image: $N3 stuck, the others untouched ($stuck_counts); partition 1 and a good image: $N3 repaired and $N2 updated in place, $N1 kept at $REV1 ($counts); partition 0: $N1 updated too"
 
 # --- 5 -------------------------------------------------------------------------------------------
 step 5 "rollingUpdate.selector: the matching node updates first, alone"
