@@ -280,7 +280,9 @@ void CompactPodForManager(Json& pod) {
       Json kept_conds = Json::array();
       for (const Json& c : *conds) {
         const std::string type = c.is_object() ? c.value("type", "") : "";
-        if (type == "Ready" || type == "PodScheduled") {
+        if (type == "Ready") {
+          kept_conds.push_back(Pick(c, {"type", "status", "lastTransitionTime"}));
+        } else if (type == "PodScheduled" && c.value("status", "") != "True") {
           kept_conds.push_back(Pick(c, {"type", "status", "reason", "lastTransitionTime"}));
         }
       }

@@ -90,9 +90,9 @@ void CompactPodForWorkloads(Json& pod);
 // Such a pod that carries the apps.kruise.io/matched-workloadspread annotation (a WorkloadSpread
 // placed it) keeps, for the WorkloadSpread controller, also that annotation and
 // controller.kubernetes.io/pod-deletion-cost, its controller reference in full (apiVersion, kind,
-// name, uid, controller), its Ready and PodScheduled conditions (type, status, reason,
-// lastTransitionTime; whatever their status) and, when above 0, its largest container restart
-// count as status.containerStatuses [{restartCount}].
+// name, uid, controller), its Ready condition (type, status, lastTransitionTime), its
+// PodScheduled condition when not True (type, status, reason, lastTransitionTime) and, when
+// above 0, its largest container restart count as status.containerStatuses [{restartCount}].
 void CompactPodForManager(Json& pod);
 // Nodes as kruise-manager's one node cache keeps them (every controller that reads nodes: NodeImage,
 // CloneSet topology spread, Advanced DaemonSet eligibility): apiVersion, kind, metadata name, uid,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "kube/deployment_naming.h"
 #include "kube/errors.h"
 #include "kube/object.h"
@@ -40,6 +41,50 @@ std::string RandomUuid() {
   const uint64_t l = (lo & 0x3FFFFFFFFFFFFFFFULL) | 0x8000000000000000ULL;
   return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", h >> 32, (h >> 16) & 0xFFFF, h & 0xFFFF,
                          l >> 48, l & 0xFFFFFFFFFFFFULL);
+}
+
+// One write of `status`'s subsetStatuses over `*ws` (what the webhooks record): a JSON patch of
+// the status subresource whose first operation tests metadata.resourceVersion. kWritten: stored,
+// and the cache holds the reply. kRetry: refused (409, or the bare 422 of a failed test), `*ws`
+// is now the re-read object (also in the cache). kGone: the WorkloadSpread was deleted or is no
+// longer valid. Errors name `what` ("recording the pod").
+enum class Written { kWritten, kRetry, kGone };
+absl::StatusOr<Written> WriteSubsets(kube::KubeClient* client, WorkloadSpreadCache* cache,
+                                     WorkloadSpread* ws, const WorkloadSpreadStatus& status,
+                                     absl::string_view what) {
+  const Json patch = Json::array(
+      {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ws->resource_version}},
+       {{"op", "add"},
+        {"path", "/status/subsetStatuses"},
+        {"value", status.ToJson().value("subsetStatuses", Json::array())}}});
+  auto written = client->Patch(WorkloadSpreadResource(), ws->namespace_, ws->name,
+                               kube::PatchType::kJson, patch, "status");
+  if (written.ok()) {
+    cache->Upsert(*written);
+    return Written::kWritten;
+  }
+  if (kube::IsNotFound(written.status())) return Written::kGone;
+  const bool conflict = kube::IsConflict(written.status());
+  if (!conflict && written.status().code() != absl::StatusCode::kInvalidArgument) {
+    return absl::UnavailableError(
+        absl::StrCat(what, " in WorkloadSpread ", ws->name, ": ", written.status().message()));
+  }
+  auto fresh = client->Get(WorkloadSpreadResource(), ws->namespace_, ws->name);
+  if (!fresh.ok()) {
+    if (kube::IsNotFound(fresh.status())) return Written::kGone;
+    return absl::UnavailableError(
+        absl::StrCat("re-reading WorkloadSpread ", ws->name, ": ", fresh.status().message()));
+  }
+  if (!conflict && kube::ResourceVersion(*fresh) == ws->resource_version) {
+    // The test held: the patch itself was refused.
+    return absl::InternalError(
+        absl::StrCat(what, " in WorkloadSpread ", ws->name, ": ", written.status().message()));
+  }
+  cache->Upsert(*fresh);
+  auto parsed = ParseWorkloadSpread(*fresh);
+  if (!parsed.ok()) return Written::kGone;  // no longer valid: spreads nothing
+  *ws = *std::move(parsed);
+  return Written::kRetry;
 }
 
 }  // namespace ws_webhook_impl
@@ -234,43 +279,16 @@ absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook
     choice = ChooseSubset(ws, pod, kube::Name(pod).empty() ? NewUid() : "", clock_->Now());
     if (choice.subset.empty()) return absl::OkStatus();  // no suitable subset: unchanged
     if (!choice.new_status || req.dry_run) break;
-    const Json status = choice.new_status->ToJson();
-    const Json patch = Json::array(
-        {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ws.resource_version}},
-         {{"op", "add"},
-          {"path", "/status/subsetStatuses"},
-          {"value", status.value("subsetStatuses", Json::array())}}});
-    auto written = client_->Patch(WorkloadSpreadResource(), ws.namespace_, ws.name,
-                                  kube::PatchType::kJson, patch, "status");
-    if (written.ok()) {
-      cache_->Upsert(*written);
+    ASSIGN_OR_RETURN(ws_webhook_impl::Written written,
+                     ws_webhook_impl::WriteSubsets(client_, cache_, &ws, *choice.new_status,
+                                                   "recording the pod"));
+    if (written == ws_webhook_impl::Written::kGone) return absl::OkStatus();  // unchanged
+    if (written == ws_webhook_impl::Written::kWritten) {
       Logger("workloadspread")
           ->info("pod {}/{} goes to subset {} of WorkloadSpread {}", ns, pod_name, choice.subset,
                  ws.name);
       break;
     }
-    if (kube::IsNotFound(written.status())) return absl::OkStatus();  // gone: unchanged
-    const bool maybe_conflict = kube::IsConflict(written.status()) ||
-                                written.status().code() == absl::StatusCode::kInvalidArgument;
-    if (!maybe_conflict) {
-      return absl::UnavailableError(absl::StrCat("recording the pod in WorkloadSpread ", ws.name,
-                                                 ": ", written.status().message()));
-    }
-    auto fresh = client_->Get(WorkloadSpreadResource(), ws.namespace_, ws.name);
-    if (!fresh.ok()) {
-      if (kube::IsNotFound(fresh.status())) return absl::OkStatus();
-      return absl::UnavailableError(
-          absl::StrCat("re-reading WorkloadSpread ", ws.name, ": ", fresh.status().message()));
-    }
-    if (kube::ResourceVersion(*fresh) == ws.resource_version) {
-      // The test held: the patch itself was refused.
-      return absl::InternalError(absl::StrCat("recording the pod in WorkloadSpread ", ws.name, ": ",
-                                              written.status().message()));
-    }
-    cache_->Upsert(*fresh);
-    auto parsed = ParseWorkloadSpread(*fresh);
-    if (!parsed.ok()) return absl::OkStatus();  // no longer valid: spreads nothing
-    ws = *std::move(parsed);
   }
   auto ops = PlanSubsetInjection(pod, ws, choice.subset, choice.generated_uid);
   if (!ops.ok()) {
@@ -335,35 +353,17 @@ absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::
   for (int attempt = 0; attempt <= kube::kConflictRetries; ++attempt) {
     std::optional<WorkloadSpreadStatus> status = RecordDeletion(ws, pod, clock_->Now());
     if (!status) return absl::OkStatus();
-    const Json patch = Json::array(
-        {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ws.resource_version}},
-         {{"op", "add"},
-          {"path", "/status/subsetStatuses"},
-          {"value", status->ToJson().value("subsetStatuses", Json::array())}}});
-    auto written = client_->Patch(WorkloadSpreadResource(), ws.namespace_, ws.name,
-                                  kube::PatchType::kJson, patch, "status");
-    if (written.ok()) {
-      cache_->Upsert(*written);
+    ASSIGN_OR_RETURN(
+        ws_webhook_impl::Written written,
+        ws_webhook_impl::WriteSubsets(client_, cache_, &ws, *status,
+                                      absl::StrCat("recording the ", operation)));
+    if (written == ws_webhook_impl::Written::kGone) return absl::OkStatus();
+    if (written == ws_webhook_impl::Written::kWritten) {
       Logger("workloadspread")
           ->info("{} of pod {}/{} recorded in subset {} of WorkloadSpread {}", operation,
                  ws.namespace_, kube::Name(pod), matched->subset, ws.name);
       return absl::OkStatus();
     }
-    if (kube::IsNotFound(written.status())) return absl::OkStatus();
-    if (!kube::IsConflict(written.status()) &&
-        written.status().code() != absl::StatusCode::kInvalidArgument) {
-      return written.status();
-    }
-    auto fresh = client_->Get(WorkloadSpreadResource(), ws.namespace_, ws.name);
-    if (!fresh.ok()) return kube::IsNotFound(fresh.status()) ? absl::OkStatus() : fresh.status();
-    if (kube::ResourceVersion(*fresh) == ws.resource_version &&
-        !kube::IsConflict(written.status())) {
-      return written.status();  // the test held: the patch itself was refused
-    }
-    cache_->Upsert(*fresh);
-    auto parsed = ParseWorkloadSpread(*fresh);
-    if (!parsed.ok()) return absl::OkStatus();
-    ws = *std::move(parsed);
   }
   return absl::AbortedError(
       absl::StrCat("WorkloadSpread ", ws.name, " changed on every write of the ", operation));

@@ -510,6 +510,38 @@ TEST(CompactPodForManagerTest, OtherControllersKeepOnlyWhatSelectorsNeed) {
   EXPECT_FALSE(empty_list["spec"].contains("containers"));
 }
 
+TEST(CompactPodForManagerTest, WorkloadSpreadPodsKeepWhatItsControllerReads) {
+  Json pod = Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+      "creationTimestamp": "2024-05-01T10:00:00Z", "labels": {"app": "a"},
+      "annotations": {"apps.kruise.io/matched-workloadspread": "{\"name\":\"ws\",\"subset\":\"a\"}",
+                      "controller.kubernetes.io/pod-deletion-cost": "200",
+                      "big": "xxxxxxxx"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                           "uid": "rs-uid", "controller": true, "blockOwnerDeletion": true}]},
+    "spec": {"containers": [{"name": "c", "image": "i"}], "schedulerName": "default"},
+    "status": {"phase": "Pending",
+      "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/3 nodes", "lastTransitionTime": "2024-05-01T10:00:01Z",
+                      "lastProbeTime": null},
+                     {"type": "Initialized", "status": "True"}],
+      "containerStatuses": [{"name": "c", "restartCount": 0, "image": "i"},
+                            {"name": "d", "restartCount": 3, "image": "j"}]}})");
+  CompactPodForManager(pod);
+  EXPECT_EQ(pod, Json::parse(R"({"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+      "creationTimestamp": "2024-05-01T10:00:00Z", "labels": {"app": "a"},
+      "annotations": {"apps.kruise.io/matched-workloadspread": "{\"name\":\"ws\",\"subset\":\"a\"}",
+                      "controller.kubernetes.io/pod-deletion-cost": "200"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                           "uid": "rs-uid", "controller": true}]},
+    "status": {"phase": "Pending",
+      "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "lastTransitionTime": "2024-05-01T10:00:01Z"}],
+      "containerStatuses": [{"restartCount": 3}]}})"));
+  EXPECT_EQ(ControllerOf(pod)->name, "rs");
+}
+
 TEST(CompactPodForManagerTest, KruiseWorkloadPodsKeepWhatTheirControllersRead) {
   Json pod = Json::parse(R"({
     "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",

@@ -280,7 +280,10 @@ TEST_F(WsControllerTest, DeploymentPodsFromCacheStubsAndPercentages) {
   EXPECT_EQ(kube::FindPath(*cached, {"spec", "containers"}), nullptr);
   ASSERT_TRUE(kube::ControllerOf(*cached).has_value());
   EXPECT_EQ(kube::ControllerOf(*cached)->name, "web-h1");
-  EXPECT_EQ((*cached)["status"]["conditions"].size(), 2u);
+  // Ready (web-2 is not ready); PodScheduled only while it is not True.
+  EXPECT_EQ((*cached)["status"]["conditions"],
+            Json::parse(R"([{"type": "Ready", "status": "False",
+                             "lastTransitionTime": "2027-01-01T00:00:00Z"}])"));
 
   auto r = Reconcile();
   ASSERT_TRUE(r.ok()) << r.status();
