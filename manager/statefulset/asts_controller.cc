@@ -243,6 +243,9 @@ absl::Status AstsReconciler::PreDownloadImages(Context& ctx) {
 
 absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
   bool modified = false;
+  const std::vector<int> owned_list =
+      OwnedOrdinals(ctx.spec.replicas, ctx.spec.ordinals_start, ctx.spec.reserve_ordinals);
+  const std::set<int> owned(owned_list.begin(), owned_list.end());
   auto revision_template = [&ctx](const std::string& n) -> std::optional<Json> {
     const Json* r = ctx.RevisionNamed(n);
     if (r == nullptr) return std::nullopt;
@@ -281,6 +284,28 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
     if (Json ops = workload::RestoreKruisePodReadyOps(pod, state, ctx.now); !ops.empty()) {
       ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
       RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      modified = true;
+      continue;
+    }
+    // A PreparingDelete pod nobody wants deleted any more (a scale-down called off: an owned
+    // ordinal, at the update revision so no recreate comes, not named for deletion, not
+    // finished): back to Normal; with preDelete markPodNotReady its PreparingDelete is final
+    // (as CloneSet), so its delete goes on once the hook is gone and the slot is filled again.
+    const AstsPod& view = ctx.views[i];
+    if (state == workload::kStatePreparingDelete && !view.specified_delete &&
+        view.revision == ctx.update_revision_name && view.phase != "Failed" &&
+        view.phase != "Succeeded" && owned.count(view.ordinal) > 0) {
+      if (ctx.lifecycle.pre_delete.has_value() && ctx.lifecycle.pre_delete->mark_pod_not_ready) {
+        if (workload::IsPodHooked(ctx.lifecycle.pre_delete, workload::ReadHookedPod(pod))) continue;
+        RETURN_IF_ERROR(DeletePod(ctx, pod, /*condemned=*/false,
+                                  "its PreparingDelete is final (preDelete markPodNotReady)"));
+      } else {
+        Json ops = workload::LifecycleStateOps(pod, workload::kStateNormal, ctx.now);
+        ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
+        RETURN_IF_ERROR(PatchPod(pod, ops).status());
+        Event(ctx.set, false, "PreparingDeleteCancelled",
+              absl::StrCat("pod ", kube::Name(pod), " is wanted again: back to Normal"));
+      }
       modified = true;
       continue;
     }

@@ -24,8 +24,11 @@
 //      preNormal hook is all on the pod, a completed in-place update (InPlaceUpdateReady True)
 //      or a PreparingUpdate rolled back -> Updated while the inPlaceUpdate hook is not all back,
 //      else Normal, Updated -> Normal once it is; KruisePodReady False that markPodNotReady set
-//      is True again in Normal/Updated. A round that changed a pod here ends (the pod's event
-//      brings the set back);
+//      is True again in Normal/Updated; a PreparingDelete pod no longer to be deleted (an owned
+//      ordinal at the update revision, not named for deletion: a scale-down called off) goes
+//      back to Normal, or, with preDelete markPodNotReady (final, as CloneSet), is deleted once
+//      its hook is gone. A round that changed a pod here ends (the pod's event brings the set
+//      back);
 //   5. scales (PlanScale): deletes Failed/Succeeded and condemned pods, creates missing ordinals:
 //      pod `<set>-<ordinal>` with labels controller-revision-hash,
 //      statefulset.kubernetes.io/pod-name, apps.kubernetes.io/pod-index and

@@ -516,6 +516,55 @@ TEST_F(AstsLifecycleTest, PreDeleteHoldsScaleDownAndRecreateUntilTheHookGoes) {
   EXPECT_EQ(State(Pod("db-0")), "Normal");
 }
 
+TEST_F(AstsLifecycleTest, ScaleDownCalledOffBringsAPreparingDeletePodBack) {
+  CreateSet(2, {{"podManagementPolicy", "Parallel"},
+                {"lifecycle", {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}}}}}});
+  Reconcile();
+  Reconcile();
+  MakeAllReady();
+  Reconcile();
+  SetLabel("db-1", "hold", "true");
+  const std::string uid = kube::Uid(Pod("db-1"));
+  PatchSpec({{"replicas", 1}});
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-1")), "PreparingDelete");
+  PatchSpec({{"replicas", 2}});
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-1")), "Normal");
+  EXPECT_EQ(kube::Uid(Pod("db-1")), uid);
+  SetLabel("db-1", "hold", nullptr);
+  Reconcile();
+  Reconcile();
+  EXPECT_THAT(PodNames(), ElementsAre("db-0", "db-1"));
+  EXPECT_EQ(kube::Uid(Pod("db-1")), uid) << "never deleted";
+}
+
+TEST_F(AstsLifecycleTest, OrderedReadyRecreateWaitsForThePreDeleteHook) {
+  CreateSet(2, {{"lifecycle", {{"preDelete", {{"finalizersHandler", {"example.com/hold"}}}}}}});
+  for (int i = 0; i < 4; ++i) {
+    Reconcile();
+    MakeAllReady();
+  }
+  ASSERT_THAT(PodNames(), ElementsAre("db-0", "db-1"));
+  Json pod = Pod("db-1");
+  pod["metadata"]["finalizers"] = {"example.com/hold"};
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  const std::string uid = kube::Uid(Pod("db-1"));
+  PatchSpec({{"template", Template("registry.local/db:v2")}});
+  Reconcile();
+  Reconcile();
+  EXPECT_EQ(State(Pod("db-1")), "PreparingDelete");
+  EXPECT_EQ(kube::Uid(Pod("db-1")), uid);
+  pod = Pod("db-1");
+  pod["metadata"].erase("finalizers");
+  ASSERT_TRUE(server_->Put("pods", pod).ok());
+  Reconcile();  // the hook is gone: deleted, though OrderedReady saw an unavailable pod
+  Reconcile();
+  ASSERT_TRUE(PodNames().count("db-1"));
+  EXPECT_NE(kube::Uid(Pod("db-1")), uid);
+  EXPECT_EQ(Pod("db-1")["spec"]["containers"][0]["image"], "registry.local/db:v2");
+}
+
 TEST_F(AstsLifecycleTest, InPlaceUpdateHookHoldsPreparingUpdateThenUpdatedThenNormal) {
   CreateSet(1,
             {{"template", GatedTemplate("registry.local/db:v1")},
