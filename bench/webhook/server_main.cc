@@ -7,6 +7,8 @@
 //   SidecarSets, one of which (selector tier=backend) matches the peers' review pod and injects a
 //   log agent with a shared volume and transferEnv; the other 99 select other apps, 33 of them by
 //   namespaceSelector as well;
+//   --loop-availability: WorkloadSpread and PodUnavailableBudget's cost per pod admission
+//   (availability_loop.h);
 //   the manager's real ContainerRecreateRequest paths (CrrMutator/CrrValidator), the pod they read
 //   coming from --pod instead of the API server (a GET there is not what this measures).
 
@@ -25,6 +27,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "bench/webhook/availability_loop.h"
 #include "common/logging.h"
 #include "common/tls.h"
 #include "fmt/format.h"
@@ -54,6 +57,7 @@ class OnePodReader final : public kruise::manager::webhook::PodReader {
     }
     return absl::NotFoundError("pod not found");
   }
+  const Json& pod() const { return pod_; }
 
  private:
   Json pod_;
@@ -179,8 +183,13 @@ int main(int argc, char** argv) {
                  "no server: time ServeAdmission in-process on this review for every pod path, "
                  "print µs per review and exit (handler cost without TLS and HTTP)");
   app.add_option("--loop-count", loop_count, "reviews per path and round for --loop-review");
+  std::string loop_availability;
+  app.add_option("--loop-availability", loop_availability,
+                 "no server: time pod CREATE and DELETE admissions in-process with WorkloadSpread "
+                 "and PodUnavailableBudget active and without, for the pod of this CREATE review "
+                 "(and --pod as the running pod), print µs per review and exit");
   CLI11_PARSE(app, argc, argv);
-  if (loop_review.empty() && (cert.empty() || key.empty())) {
+  if (loop_review.empty() && loop_availability.empty() && (cert.empty() || key.empty())) {
     std::fprintf(stderr, "--cert and --key are required (unless --loop-review)\n");
     return 2;
   }
@@ -213,6 +222,18 @@ int main(int argc, char** argv) {
   OnePodReader pods(std::move(pod));
   RegisterCrrHandlers(&registry, &pods);
   if (!loop_review.empty()) return LoopReviews(registry, loop_review, loop_count);
+  if (!loop_availability.empty()) {
+    std::ifstream review_in(loop_availability);
+    std::stringstream review_text;
+    review_text << review_in.rdbuf();
+    Json review = Json::parse(review_text.str(), nullptr, /*allow_exceptions=*/false);
+    if (!review.is_object() || !review["request"]["object"].is_object()) {
+      kruise::Logger("bench")->error("--loop-availability {}: no request.object", loop_availability);
+      return 1;
+    }
+    return kruise::bench::LoopAvailabilityReviews(review["request"]["object"], pods.pod(),
+                                                  loop_count);
+  }
   // Signals are taken by sigwait below; blocked before the server starts so its threads inherit it.
   sigset_t signals;
   sigemptyset(&signals);
