@@ -419,27 +419,14 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
 
 absl::Status CloneSetReconciler::PreDownloadImages(Context& ctx) {
   if (!opts_.pre_download_images || inf_.image_pull_jobs == nullptr) return absl::OkStatus();
-  const std::string ns = kube::Namespace(ctx.cs);
   if (ctx.current_revision_name == ctx.update_revision_name) {
     // Every pod is at one revision: the jobs of earlier updates have nothing left to warm.
     ASSIGN_OR_RETURN(auto jobs, inf_.image_pull_jobs->store().ByIndex(kube::kControllerUidIndex,
                                                                       kube::Uid(ctx.cs)));
-    for (const auto& job : jobs) {
-      if (kube::IsBeingDeleted(*job)) continue;
-      kube::DeleteOptions del;
-      del.precondition_uid = kube::Uid(*job);
-      absl::Status st = client_->Delete(res::ImagePullJobs(), ns, kube::Name(*job), del);
-      if (!st.ok() && !kube::IsNotFound(st) && !kube::IsConflict(st)) return st;
-    }
-    return absl::OkStatus();
+    return inplace::DeletePreDownloadJobs(client_, jobs);
   }
-  // apps.kruise.io/image-predownload-min-updated-ready-pods holds the jobs back until that many
-  // pods of the new revision are ready (a canary first).
-  int64_t updated_ready = 0;
-  if (kube::GetString(ctx.cs, {"status", "updateRevision"}) == ctx.update_revision_name) {
-    updated_ready = kube::GetInt(ctx.cs, {"status", "updatedReadyReplicas"}).value_or(0);
-  }
-  if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.cs, ctx.spec.replicas) > updated_ready) {
+  if (inplace::PreDownloadDone(ctx.update_revision) ||
+      inplace::PreDownloadHeldBack(ctx.cs, ctx.update_revision_name, ctx.spec.replicas)) {
     return absl::OkStatus();
   }
   const Json* current = nullptr;
@@ -447,41 +434,17 @@ absl::Status CloneSetReconciler::PreDownloadImages(Context& ctx) {
     if (kube::Name(r) == ctx.current_revision_name) current = &r;
   }
   if (current == nullptr) return absl::OkStatus();
-  inplace::PreDownloadRequest req;
-  req.owner = ctx.cs;
-  if (const Json* sel = kube::FindPath(ctx.cs, {"spec", "selector"})) req.selector = *sel;
-  req.update_revision = ctx.update_revision_name;
-  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
-    req.revision_labels = *l;
-  }
+  inplace::PreDownloadRequest req = inplace::PreDownloadRequestFor(ctx.cs, ctx.update_revision);
   req.current_template = revision::RevisionTemplate(*current);
-  req.update_template = revision::RevisionTemplate(ctx.update_revision);
   req.recreate_only = ctx.spec.update_type == "ReCreate";
   req.replicas = ctx.spec.replicas;
   req.partition = ctx.numbers.partition;
   req.max_unavailable = ctx.numbers.max_unavailable;
-  inplace::PreDownloadPlan plan = inplace::PlanImagePreDownload(req);
-  if (plan.already_done) return absl::OkStatus();
-  for (const Json& job : plan.jobs) {
-    auto created = client_->Create(res::ImagePullJobs(), ns, job);
-    if (created.ok()) {
-      Event(ctx.cs, false, "CreatedImagePullJob",
-            absl::StrCat("created ImagePullJob ", kube::Name(job), " for image ",
-                         job["spec"]["image"].get<std::string>()));
-    } else if (!kube::IsAlreadyExists(created.status())) {
-      // As OpenKruise: a job that cannot be made is reported, not retried; the update goes on.
-      Event(ctx.cs, true, "FailedCreateImagePullJob",
-            absl::StrCat("failed to create ImagePullJob ", kube::Name(job), ": ",
-                         created.status().message()));
-    }
-  }
-  const char* mark = plan.ignore_reason.empty() ? inplace::kImagePreDownloadCreatedLabel
-                                                : inplace::kImagePreDownloadIgnoredLabel;
-  Json patch = {{"metadata", {{"labels", {{mark, "true"}}}}}};
-  auto st = client_->Patch(res::ControllerRevisions(), ns, ctx.update_revision_name,
-                           kube::PatchType::kMerge, patch);
-  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-  return absl::OkStatus();
+  return inplace::CarryOutPreDownload(
+      client_, ctx.cs, ctx.update_revision_name, inplace::PlanImagePreDownload(req),
+      [&](bool warning, const std::string& reason, const std::string& message) {
+        Event(ctx.cs, warning, reason, message);
+      });
 }
 
 absl::StatusOr<bool> CloneSetReconciler::Scale(Context& ctx) {
@@ -892,15 +855,6 @@ std::vector<kube::InformerOptions> CloneSetInformerOptions() {
   return out;
 }
 
-kube::InformerOptions ImagePullJobInformerOptions() {
-  kube::InformerOptions o;
-  o.resource = res::ImagePullJobs();
-  o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
-  // Only what deleting a CloneSet's jobs needs.
-  o.transform = kube::KeepOnlyMetadata({"uid", "ownerReferences", "deletionTimestamp"});
-  return o;
-}
-
 namespace {
 
 class CloneSetGroup : public ControllerGroup {
@@ -931,7 +885,11 @@ class CloneSetGroup : public ControllerGroup {
     inf.pvcs = make(all[3]);
     inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[4]);
     if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
-      inf.image_pull_jobs = make(ImagePullJobInformerOptions());
+      // One ImagePullJob cache for every workload that pre-downloads.
+      inf.image_pull_jobs = ctx.shared != nullptr
+                                ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
+                                                    &inplace::PreDownloadJobInformerOptions)
+                                : make(inplace::PreDownloadJobInformerOptions());
     }
 
     CloneSetReconcilerOptions ro;

@@ -74,7 +74,7 @@ struct CloneSetInformers {
   kube::Informer* revisions = nullptr;  // indexed by kube::kControllerUidIndex
   kube::Informer* pvcs = nullptr;       // indexed by kube::kControllerUidIndex
   kube::Informer* nodes = nullptr;      // optional: node labels for topology spread ranks
-  kube::Informer* image_pull_jobs = nullptr;  // with pre-download: indexed by kControllerUidIndex
+  kube::Informer* image_pull_jobs = nullptr;  // with pre-download: inplace::PreDownloadJobInformerOptions
 };
 
 class CloneSetReconciler final : public kube::Reconciler {
@@ -130,9 +130,6 @@ class CloneSetReconciler final : public kube::Reconciler {
 // The informers the controller reads, in CloneSetInformers' order (clonesets, pods, revisions,
 // PVCs, nodes), with their transforms and indexes. Exposed for tests.
 std::vector<kube::InformerOptions> CloneSetInformerOptions();
-// With PreDownloadImageForInPlaceUpdate: ImagePullJobs reduced to the metadata that deleting a
-// CloneSet's jobs needs, indexed by kube::kControllerUidIndex.
-kube::InformerOptions ImagePullJobInformerOptions();
 
 // The "cloneset" controller group: informers for CloneSets, their pods (all pods, compacted;
 // pods of other controllers reduced to their metadata), ControllerRevisions, PVCs and node

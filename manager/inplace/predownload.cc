@@ -8,6 +8,7 @@
 #include "kube/errors.h"
 #include "kube/object.h"
 #include "kube/resources.h"
+#include "manager/revision/revision.h"
 
 namespace kruise::manager::inplace {
 
@@ -83,6 +84,31 @@ int MinUpdatedReadyPodsToPreDownload(const Json& owner, int replicas) {
   Json value = absl::SimpleAtoi(*v, &n) ? Json(n) : Json(*v);
   auto scaled = kube::GetScaledValueFromIntOrPercent(value, replicas, /*round_up=*/true);
   return scaled.ok() && *scaled > 0 ? *scaled : 0;
+}
+
+bool PreDownloadDone(const Json& revision) {
+  return kube::Label(revision, kImagePreDownloadCreatedLabel).has_value() ||
+         kube::Label(revision, kImagePreDownloadIgnoredLabel).has_value();
+}
+
+PreDownloadRequest PreDownloadRequestFor(const Json& owner, const Json& update_revision) {
+  PreDownloadRequest req;
+  req.owner = owner;
+  if (const Json* sel = kube::FindPath(owner, {"spec", "selector"})) req.selector = *sel;
+  req.update_revision = kube::Name(update_revision);
+  if (const Json* l = kube::FindPath(update_revision, {"metadata", "labels"})) {
+    req.revision_labels = *l;
+  }
+  req.update_template = revision::RevisionTemplate(update_revision);
+  return req;
+}
+
+bool PreDownloadHeldBack(const Json& owner, const std::string& update_revision, int replicas) {
+  int64_t updated_ready = 0;
+  if (kube::GetString(owner, {"status", "updateRevision"}) == update_revision) {
+    updated_ready = kube::GetInt(owner, {"status", "updatedReadyReplicas"}).value_or(0);
+  }
+  return MinUpdatedReadyPodsToPreDownload(owner, replicas) > updated_ready;
 }
 
 PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req) {

@@ -120,6 +120,23 @@ absl::Status CarryOutPreDownload(kube::KubeClient* client, const nlohmann::json&
 absl::Status DeletePreDownloadJobs(kube::KubeClient* client,
                                    const std::vector<std::shared_ptr<const nlohmann::json>>& jobs);
 
+// Whether the ControllerRevision `revision` is labelled created or ignored already: the work is
+// done once per revision.
+bool PreDownloadDone(const nlohmann::json& revision);
+
+// A request with the fields every workload fills alike: `owner`, its spec.selector, and the name,
+// labels and pod template of its update ControllerRevision `update_revision`. The caller adds the
+// rest (current or old templates, hash, recreate_only, the numbers).
+PreDownloadRequest PreDownloadRequestFor(const nlohmann::json& owner,
+                                         const nlohmann::json& update_revision);
+
+// Whether the workload's apps.kruise.io/image-predownload-min-updated-ready-pods still holds the
+// jobs back (a canary first): fewer ready pods at `update_revision` than it asks, counting the
+// owner's status.updatedReadyReplicas only while its status.updateRevision is that revision.
+// For workloads whose status has those fields (CloneSet, Advanced StatefulSet).
+bool PreDownloadHeldBack(const nlohmann::json& owner, const std::string& update_revision,
+                         int replicas);
+
 // The workload's apps.kruise.io/image-predownload-min-updated-ready-pods (int or percent of
 // `replicas`, rounded up): 0 when absent or malformed.
 int MinUpdatedReadyPodsToPreDownload(const nlohmann::json& owner, int replicas);

@@ -39,7 +39,7 @@ class CloneSetControllerTest : public testing::FakeClusterTest {
     CloneSetReconcilerOptions ro;
     ro.clock = &clock_;
     if (pre_download_) {
-      inf.image_pull_jobs = AddInformer(ImagePullJobInformerOptions());
+      inf.image_pull_jobs = AddInformer(inplace::PreDownloadJobInformerOptions());
       ro.pre_download_images = true;
     }
     ro.disruption_gate = gate_;

@@ -167,6 +167,38 @@ TEST(MinUpdatedReadyPodsToPreDownload, IntPercentAndGarbage) {
   EXPECT_EQ(MinUpdatedReadyPodsToPreDownload(owner, 10), 0);
 }
 
+// The min-updated-ready-pods annotation counts status.updatedReadyReplicas only while the status
+// speaks of the same update revision.
+TEST(PreDownloadHeldBack, CountsReadyPodsOfTheSameRevisionOnly) {
+  Json owner = {{"metadata", {{"name", "web"}}}};
+  EXPECT_FALSE(PreDownloadHeldBack(owner, "web-2", 10));  // no annotation: never held
+  owner["metadata"]["annotations"][kImagePreDownloadMinUpdatedReadyPodsAnnotation] = "2";
+  EXPECT_TRUE(PreDownloadHeldBack(owner, "web-2", 10));
+  owner["status"] = {{"updateRevision", "web-1"}, {"updatedReadyReplicas", 5}};
+  EXPECT_TRUE(PreDownloadHeldBack(owner, "web-2", 10));  // 5 ready pods of another revision
+  owner["status"]["updateRevision"] = "web-2";
+  owner["status"]["updatedReadyReplicas"] = 1;
+  EXPECT_TRUE(PreDownloadHeldBack(owner, "web-2", 10));
+  owner["status"]["updatedReadyReplicas"] = 2;
+  EXPECT_FALSE(PreDownloadHeldBack(owner, "web-2", 10));
+}
+
+TEST(PreDownloadRequestFor, OwnerSelectorAndTheRevisionsNameLabelsTemplate) {
+  Json owner = {{"metadata", {{"name", "web"}, {"namespace", "team"}}},
+                {"spec", {{"selector", {{"matchLabels", {{"app", "web"}}}}}}}};
+  Json revision = {
+      {"metadata", {{"name", "web-2"}, {"labels", {{kImagePreDownloadIgnoredLabel, "true"}}}}},
+      {"data", {{"spec", {{"template", {{"spec", {{"containers", Json::array()}}}}}}}}}};
+  PreDownloadRequest r = PreDownloadRequestFor(owner, revision);
+  EXPECT_EQ(r.owner, owner);
+  EXPECT_EQ(r.selector, owner["spec"]["selector"]);
+  EXPECT_EQ(r.update_revision, "web-2");
+  EXPECT_EQ(r.revision_labels, revision["metadata"]["labels"]);
+  EXPECT_TRUE(PreDownloadDone(revision));
+  EXPECT_FALSE(PreDownloadDone(owner));
+  EXPECT_TRUE(PlanImagePreDownload(r).already_done);
+}
+
 // Advanced DaemonSet's request (OpenKruise's daemonset_predownload_image.go): no minimum size,
 // every older revision compared, pods labelled with the bare hash.
 TEST(PlanImagePreDownload, DaemonSetRequest) {
