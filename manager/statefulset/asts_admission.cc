@@ -250,8 +250,8 @@ void CheckVolumeClaimTemplateUpdate(const Json& spec, const Json& old_spec, Prob
   for (const Json& t : a) {
     const std::string name = kube::Name(t);
     const std::string path = absl::StrCat("spec.volumeClaimTemplates[", name, "]");
-    auto old = std::find_if(b.begin(), b.end(),
-                            [&](const Json& o) { return kube::Name(o) == name; });
+    auto old =
+        std::find_if(b.begin(), b.end(), [&](const Json& o) { return kube::Name(o) == name; });
     if (old == b.end()) {
       problems->Add(path + ".name",
                     "Forbidden: a template may not be renamed while volumeClaimUpdateStrategy is "

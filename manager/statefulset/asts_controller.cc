@@ -312,9 +312,9 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
     // The lifecycle's own moves: PreparingNormal -> Normal, an in-place update done (or rolled
     // back while PreparingUpdate) -> Updated or Normal, Updated -> Normal.
     const bool completed = state == workload::kStateUpdating && check.step == Step::kCompleted;
-    std::optional<std::string> next = workload::NextLifecycleState(
-        ctx.lifecycle, state, workload::ReadHookedPod(pod),
-        ctx.views[i].revision == ctx.update_revision_name, completed);
+    std::optional<std::string> next =
+        workload::NextLifecycleState(ctx.lifecycle, state, workload::ReadHookedPod(pod),
+                                     ctx.views[i].revision == ctx.update_revision_name, completed);
     if (!next.has_value()) continue;
     Json patched = pod;
     if (completed && !check.status_ops.empty()) {
@@ -483,8 +483,8 @@ absl::Status AstsReconciler::SetLifecycle(Context& ctx, const Json& pod, const s
                                           const workload::LifecycleHook* put_back,
                                           const std::string& why) {
   Json patched = pod;
-  if (Json ops = workload::LifecycleStateOps(pod, state, ctx.now, put_back); !ops.empty() &&
-      kube::Label(pod, workload::kLifecycleStateLabel) != state) {
+  if (Json ops = workload::LifecycleStateOps(pod, state, ctx.now, put_back);
+      !ops.empty() && kube::Label(pod, workload::kLifecycleStateLabel) != state) {
     ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
     ASSIGN_OR_RETURN(patched, PatchPod(pod, ops));
     Event(ctx.set, false, state, absl::StrCat("pod ", kube::Name(pod), " ", why));
@@ -653,8 +653,8 @@ absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod)
       if (auto sc = kube::GetString(*claim, {"spec", "storageClassName"}); sc && !sc->empty()) {
         auto klass = client_->Get(StorageClasses(), "", *sc);
         if (!klass.ok()) {
-          return Annotate(klass.status(), absl::StrCat("storage class ", *sc, " of pvc ",
-                                                       claim_name));
+          return Annotate(klass.status(),
+                          absl::StrCat("storage class ", *sc, " of pvc ", claim_name));
         }
         if (!kube::GetBool(*klass, {"allowVolumeExpansion"}).value_or(false)) {
           const std::string msg = absl::StrCat("storage class ", *sc, " of pvc ", claim_name,
@@ -664,10 +664,9 @@ absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod)
         }
       }
       const Json* size = kube::FindPath(vct, {"spec", "resources", "requests", "storage"});
-      Json ops = Json::array({inplace::TestResourceVersionOp(*claim),
-                              {{"op", "add"},
-                               {"path", "/spec/resources/requests/storage"},
-                               {"value", *size}}});
+      Json ops = Json::array(
+          {inplace::TestResourceVersionOp(*claim),
+           {{"op", "add"}, {"path", "/spec/resources/requests/storage"}, {"value", *size}}});
       auto st = client_->Patch(res::PersistentVolumeClaims(), ctx.ns, claim_name,
                                kube::PatchType::kJson, ops);
       if (!st.ok()) {
@@ -736,7 +735,8 @@ absl::Status AstsReconciler::WriteStatus(Context& ctx) {
       int64_t compatible = 0, compatible_ready = 0;
       for (const AstsPod& v : ctx.views) {
         if (owned.count(v.ordinal) == 0) continue;
-        auto claim = inf_.pvcs->store().Get(ctx.ns, ClaimName(kube::Name(vct), ctx.name, v.ordinal));
+        auto claim =
+            inf_.pvcs->store().Get(ctx.ns, ClaimName(kube::Name(vct), ctx.name, v.ordinal));
         if (claim == nullptr || kube::IsBeingDeleted(*claim)) continue;
         ClaimCheck check = CompareClaim(*claim, vct);
         compatible += check.compatible;
@@ -900,9 +900,8 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
                                     "apps.kruise.io/specified-delete"));
         }
         const bool resize =
-            opts_.auto_resize_pvc &&
-            kube::GetString(ctx.set, {"spec", "volumeClaimUpdateStrategy", "type"}) ==
-                "OnPodRollingUpdate";
+            opts_.auto_resize_pvc && kube::GetString(ctx.set, {"spec", "volumeClaimUpdateStrategy",
+                                                               "type"}) == "OnPodRollingUpdate";
         for (int ord : plan.update) {
           const Json& pod = ctx.pods[ctx.by_ordinal.at(ord)];
           if (resize) {
@@ -981,8 +980,8 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
   // Looked up by name; what the owner-reference bookkeeping needs, and what CompareClaim reads
   // (status.volumeClaims, volumeClaimUpdateStrategy): class, access modes, requested and
   // provisioned storage, condition types.
-  out[3].transform = [meta = kube::KeepOnlyMetadata({"uid", "labels", "ownerReferences",
-                                                     "deletionTimestamp"})](Json& obj) {
+  out[3].transform = [meta = kube::KeepOnlyMetadata(
+                          {"uid", "labels", "ownerReferences", "deletionTimestamp"})](Json& obj) {
     Json spec = Json::object();
     Json status = Json::object();
     if (const Json* c = kube::FindPath(obj, {"spec", "storageClassName"}); c && c->is_string()) {
@@ -999,7 +998,8 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
     }
     if (const Json* cs = kube::FindPath(obj, {"status", "conditions"}); cs && cs->is_array()) {
       for (const Json& c : *cs) {
-        if (c.is_object() && c.contains("type")) status["conditions"].push_back({{"type", c["type"]}});
+        if (c.is_object() && c.contains("type"))
+          status["conditions"].push_back({{"type", c["type"]}});
       }
     }
     meta(obj);

@@ -87,8 +87,8 @@
 // Left out: PVC reuse checks beyond the name (an existing claim of the pod's name is used as it
 // is, as a core StatefulSet does); with OnPodRollingUpdate a pod already at the update revision
 // whose claims grew keeps running (OpenKruise also puts such a pod through its update step once
-// the resize completed, which may recreate it); the webhook does not ask the StorageClass whether it
-// allows expansion (the controller does, at resize time).
+// the resize completed, which may recreate it); the webhook does not ask the StorageClass whether
+// it allows expansion (the controller does, at resize time).
 //
 // Thread-safety: Reconcile may run concurrently for different StatefulSets.
 

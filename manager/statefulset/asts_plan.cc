@@ -529,11 +529,20 @@ std::optional<long double> ParseQuantity(absl::string_view q) {
   double number = 0;
   if (!absl::SimpleAtod(q.substr(0, i), &number)) return std::nullopt;
   const absl::string_view suffix = q.substr(i);
-  static const std::map<std::string, long double> kSuffixes = {
-      {"", 1},     {"m", 1e-3L}, {"k", 1e3L},  {"M", 1e6L}, {"G", 1e9L},
-      {"T", 1e12L}, {"P", 1e15L}, {"E", 1e18L},
-      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
-      {"Pi", 1125899906842624.0L}, {"Ei", 1152921504606846976.0L}};
+  static const std::map<std::string, long double> kSuffixes = {{"", 1},
+                                                               {"m", 1e-3L},
+                                                               {"k", 1e3L},
+                                                               {"M", 1e6L},
+                                                               {"G", 1e9L},
+                                                               {"T", 1e12L},
+                                                               {"P", 1e15L},
+                                                               {"E", 1e18L},
+                                                               {"Ki", 1024.0L},
+                                                               {"Mi", 1048576.0L},
+                                                               {"Gi", 1073741824.0L},
+                                                               {"Ti", 1099511627776.0L},
+                                                               {"Pi", 1125899906842624.0L},
+                                                               {"Ei", 1152921504606846976.0L}};
   if (auto it = kSuffixes.find(std::string(suffix)); it != kSuffixes.end()) {
     return static_cast<long double>(number) * it->second;
   }
@@ -568,7 +577,8 @@ ClaimCheck CompareClaim(const Json& claim, const Json& vct) {
   const Json* tmpl_modes = kube::FindPath(vct, {"spec", "accessModes"});
   const Json empty = Json::array();
   if ((claim_class.has_value() && tmpl_class.has_value() && *claim_class != *tmpl_class) ||
-      (claim_modes != nullptr ? *claim_modes : empty) != (tmpl_modes != nullptr ? *tmpl_modes : empty)) {
+      (claim_modes != nullptr ? *claim_modes : empty) !=
+          (tmpl_modes != nullptr ? *tmpl_modes : empty)) {
     c.other_diff = true;
     return c;
   }

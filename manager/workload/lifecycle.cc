@@ -23,14 +23,16 @@ absl::StatusOr<std::optional<LifecycleHook>> ParseHook(const Json& lifecycle, co
   const std::string field = absl::StrCat("spec.lifecycle.", name);
   if (!h->is_object()) return HookTypeError(field, "an object");
   LifecycleHook hook;
-  if (const Json* labels = kube::Field(*h, "labelsHandler"); labels != nullptr && !labels->is_null()) {
+  if (const Json* labels = kube::Field(*h, "labelsHandler");
+      labels != nullptr && !labels->is_null()) {
     if (!labels->is_object()) return HookTypeError(field + ".labelsHandler", "a map of strings");
     for (const auto& [k, v] : labels->items()) {
       if (!v.is_string()) return HookTypeError(field + ".labelsHandler", "a map of strings");
       hook.labels_handler[k] = v.get<std::string>();
     }
   }
-  if (const Json* fins = kube::Field(*h, "finalizersHandler"); fins != nullptr && !fins->is_null()) {
+  if (const Json* fins = kube::Field(*h, "finalizersHandler");
+      fins != nullptr && !fins->is_null()) {
     if (!fins->is_array()) return HookTypeError(field + ".finalizersHandler", "a list of strings");
     for (const Json& f : *fins) {
       if (!f.is_string()) return HookTypeError(field + ".finalizersHandler", "a list of strings");
@@ -60,7 +62,7 @@ bool HookSet(const std::optional<LifecycleHook>& hook) {
 // Where an update that completed (or a rollback) leaves the pod.
 std::string AfterUpdate(const Lifecycle& lc, const HookedPod& pod) {
   return HookSet(lc.in_place_update) && !IsPodAllHooked(lc.in_place_update, pod) ? kStateUpdated
-                                                                                  : kStateNormal;
+                                                                                 : kStateNormal;
 }
 
 }  // namespace
@@ -118,7 +120,7 @@ bool IsPodAllHooked(const std::optional<LifecycleHook>& hook, const HookedPod& p
 
 std::string InitialLifecycleState(const Lifecycle& lc, const HookedPod& pod) {
   return HookSet(lc.pre_normal) && !IsPodAllHooked(lc.pre_normal, pod) ? kStatePreparingNormal
-                                                                        : kStateNormal;
+                                                                       : kStateNormal;
 }
 
 std::optional<std::string> NextLifecycleState(const Lifecycle& lc, const std::string& state,

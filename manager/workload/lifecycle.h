@@ -96,13 +96,13 @@ std::optional<std::string> NextLifecycleState(const Lifecycle& lifecycle, const 
 // What to do with a pod an in-place update wants.
 struct InPlaceUpdateDecision {
   enum class Action {
-    kUpdate,            // go ahead (the update sets Updating)
-    kPrepare,           // move to PreparingUpdate (hook_handler: with the hook put back)
-    kWait,              // the inPlaceUpdate hook holds it in PreparingUpdate
-    kRefuse,            // not in a state that may be updated in place (error)
+    kUpdate,   // go ahead (the update sets Updating)
+    kPrepare,  // move to PreparingUpdate (put_hook_back: with the hook put back on the pod)
+    kWait,     // the inPlaceUpdate hook holds it in PreparingUpdate
+    kRefuse,   // not in a state that may be updated in place (error)
   };
   Action action = Action::kUpdate;
-  bool put_hook_back = false;  // kPrepare from Updated: add the hook's labels and finalizers
+  bool put_hook_back = false;   // kPrepare from Updated: add the hook's labels and finalizers
   bool mark_not_ready = false;  // kPrepare: the hook's markPodNotReady
 };
 InPlaceUpdateDecision DecideInPlaceUpdate(const Lifecycle& lifecycle, const std::string& state,

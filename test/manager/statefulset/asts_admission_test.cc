@@ -1,7 +1,6 @@
 #include "manager/statefulset/asts_admission.h"
 
 #include <functional>
-
 #include <string>
 #include <vector>
 
@@ -328,13 +327,15 @@ TEST(AstsAdmissionTest, InPlaceOnlyUpdateMayChangeOnlyImages) {
 }
 
 TEST(AstsAdmissionTest, VolumeClaimUpdateStrategy) {
-  EXPECT_THAT(AdvancedStatefulSetProblems(
-                  With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}})"),
-                  nullptr),
-              IsEmpty());
-  EXPECT_THAT(AdvancedStatefulSetProblems(
-                  With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnDelete"}}})"), nullptr),
-              IsEmpty());
+  EXPECT_THAT(
+      AdvancedStatefulSetProblems(
+          With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}})"),
+          nullptr),
+      IsEmpty());
+  EXPECT_THAT(
+      AdvancedStatefulSetProblems(
+          With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "OnDelete"}}})"), nullptr),
+      IsEmpty());
   EXPECT_THAT(
       AdvancedStatefulSetProblems(
           With(R"({"spec": {"volumeClaimUpdateStrategy": {"type": "Recreate"}}})"), nullptr),
@@ -359,7 +360,10 @@ TEST(AstsAdmissionTest, OnPodRollingUpdateLetsOnlyTheClaimSizeChange) {
               ElementsAre(HasSubstr("spec.volumeClaimTemplates[data]: Forbidden: only the storage "
                                     "size may change while volumeClaimUpdateStrategy is "
                                     "OnPodRollingUpdate")));
-  EXPECT_THAT(problems([](Json& v) { v.push_back(v[0]); v[1]["metadata"]["name"] = "logs"; }),
+  EXPECT_THAT(problems([](Json& v) {
+                v.push_back(v[0]);
+                v[1]["metadata"]["name"] = "logs";
+              }),
               ::testing::Contains(HasSubstr("spec.volumeClaimTemplates: Forbidden: templates may "
                                             "not be added or removed")));
   EXPECT_THAT(problems([](Json& v) { v[0]["metadata"]["name"] = "data2"; }),

@@ -474,11 +474,11 @@ class AstsLifecycleTest : public AstsControllerTest {
 };
 
 TEST_F(AstsLifecycleTest, PreDeleteHoldsScaleDownAndRecreateUntilTheHookGoes) {
-  CreateSet(2,
-            {{"podManagementPolicy", "Parallel"},
-             {"template", GatedTemplate("registry.local/db:v1")},
-             {"lifecycle",
-              {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}, {"markPodNotReady", true}}}}}});
+  CreateSet(
+      2, {{"podManagementPolicy", "Parallel"},
+          {"template", GatedTemplate("registry.local/db:v1")},
+          {"lifecycle",
+           {{"preDelete", {{"labelsHandler", {{"hold", "true"}}}, {"markPodNotReady", true}}}}}});
   Reconcile();
   Reconcile();  // gates start True
   MakeAllReady();
@@ -566,12 +566,11 @@ TEST_F(AstsLifecycleTest, OrderedReadyRecreateWaitsForThePreDeleteHook) {
 }
 
 TEST_F(AstsLifecycleTest, InPlaceUpdateHookHoldsPreparingUpdateThenUpdatedThenNormal) {
-  CreateSet(1,
-            {{"template", GatedTemplate("registry.local/db:v1")},
-             {"updateStrategy", {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}}}}},
-             {"lifecycle",
-              {{"inPlaceUpdate",
-                {{"labelsHandler", {{"hold-update", "true"}}}, {"markPodNotReady", true}}}}}});
+  CreateSet(1, {{"template", GatedTemplate("registry.local/db:v1")},
+                {"updateStrategy", {{"rollingUpdate", {{"podUpdatePolicy", "InPlaceIfPossible"}}}}},
+                {"lifecycle",
+                 {{"inPlaceUpdate",
+                   {{"labelsHandler", {{"hold-update", "true"}}}, {"markPodNotReady", true}}}}}});
   Reconcile();
   Reconcile();
   MakeAllReady();
@@ -606,9 +605,7 @@ TEST_F(AstsLifecycleTest, InPlaceUpdateHookHoldsPreparingUpdateThenUpdatedThenNo
 }
 
 TEST_F(AstsLifecycleTest, PreNormalHoldsANewPodInPreparingNormal) {
-  CreateSet(2, {{"lifecycle",
-                 {{"preNormal",
-                   {{"labelsHandler", {{"warm", "true"}}}}}}}});
+  CreateSet(2, {{"lifecycle", {{"preNormal", {{"labelsHandler", {{"warm", "true"}}}}}}}});
   Reconcile();
   ASSERT_THAT(PodNames(), ElementsAre("db-0"));
   EXPECT_EQ(State(Pod("db-0")), "PreparingNormal");
@@ -635,13 +632,14 @@ TEST_F(AstsLifecycleTest, PreNormalHoldsANewPodInPreparingNormal) {
   EXPECT_EQ(State(Pod("db-2")), "Normal");
 }
 
-// ---- volumeClaimTemplates: status.volumeClaims, volumeClaimUpdateStrategy ------------------------
+// ---- volumeClaimTemplates: status.volumeClaims, volumeClaimUpdateStrategy
+// ------------------------
 
 Json DataTemplate(const std::string& size) {
-  return {{"metadata", {{"name", "data"}}},
-          {"spec",
-           {{"accessModes", {"ReadWriteOnce"}},
-            {"resources", {{"requests", {{"storage", size}}}}}}}};
+  return {
+      {"metadata", {{"name", "data"}}},
+      {"spec",
+       {{"accessModes", {"ReadWriteOnce"}}, {"resources", {{"requests", {{"storage", size}}}}}}}};
 }
 
 class AstsClaimsTest : public AstsControllerTest {
@@ -659,8 +657,8 @@ class AstsClaimsTest : public AstsControllerTest {
 };
 
 TEST_F(AstsClaimsTest, StatusCountsCompatibleAndReadyClaims) {
-  CreateSet(2, {{"podManagementPolicy", "Parallel"},
-                {"volumeClaimTemplates", {DataTemplate("1Gi")}}});
+  CreateSet(2,
+            {{"podManagementPolicy", "Parallel"}, {"volumeClaimTemplates", {DataTemplate("1Gi")}}});
   Reconcile();
   Reconcile();
   EXPECT_EQ(VolumeClaimsStatus(), Json::parse(R"([{"volumeClaimName": "data",

@@ -673,9 +673,9 @@ TEST(AstsClaims, ParseQuantity) {
 
 TEST(AstsClaims, CompareClaimTable) {
   auto vct = [](const char* size, const char* sc) {
-    Json t = {{"spec",
-               {{"accessModes", {"ReadWriteOnce"}},
-                {"resources", {{"requests", {{"storage", size}}}}}}}};
+    Json t = {
+        {"spec",
+         {{"accessModes", {"ReadWriteOnce"}}, {"resources", {{"requests", {{"storage", size}}}}}}}};
     if (sc != nullptr) t["spec"]["storageClassName"] = sc;
     return t;
   };
@@ -707,8 +707,8 @@ TEST(AstsClaims, CompareClaimTable) {
        false, true},
       {"another storage class", claim("10Gi", "10Gi", "slow"), vct("10Gi", "fast"), true, false,
        false, false, false},
-      {"template without a class (the default)", claim("10Gi", "10Gi", "fast"), vct("10Gi", nullptr),
-       false, true, true, false, true},
+      {"template without a class (the default)", claim("10Gi", "10Gi", "fast"),
+       vct("10Gi", nullptr), false, true, true, false, true},
       {"other access modes", other_modes, vct("10Gi", "fast"), true, false, false, false, false},
       {"unbound", claim("10Gi", nullptr, "fast"), vct("10Gi", "fast"), false, true, false, false,
        false},

@@ -43,11 +43,13 @@ TEST(LifecycleParse, ReadsHooksAndNamesMistypedFields) {
   auto bad = ParseLifecycle(
       Json::parse(R"({"spec": {"lifecycle": {"preDelete": {"labelsHandler": ["x"]}}}})"));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "spec.lifecycle.preDelete.labelsHandler: must be a map of strings");
+  EXPECT_EQ(bad.status().message(),
+            "spec.lifecycle.preDelete.labelsHandler: must be a map of strings");
   bad = ParseLifecycle(
       Json::parse(R"({"spec": {"lifecycle": {"inPlaceUpdate": {"markPodNotReady": "yes"}}}})"));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "spec.lifecycle.inPlaceUpdate.markPodNotReady: must be a boolean");
+  EXPECT_EQ(bad.status().message(),
+            "spec.lifecycle.inPlaceUpdate.markPodNotReady: must be a boolean");
 }
 
 TEST(LifecycleHooked, AnyVersusAll) {
@@ -68,8 +70,9 @@ TEST(LifecycleHooked, AnyVersusAll) {
 TEST(LifecycleState, InitialState) {
   Lifecycle lc = Hooks();
   EXPECT_EQ(InitialLifecycleState(lc, PodWith({}, {})), kStatePreparingNormal);
-  EXPECT_EQ(InitialLifecycleState(lc, PodWith({{"ready-to-serve", "yes"}}, {"example.com/serving"})),
-            kStateNormal);
+  EXPECT_EQ(
+      InitialLifecycleState(lc, PodWith({{"ready-to-serve", "yes"}}, {"example.com/serving"})),
+      kStateNormal);
   EXPECT_EQ(InitialLifecycleState(Lifecycle{}, PodWith({}, {})), kStateNormal);
 }
 
@@ -94,8 +97,8 @@ TEST(LifecycleState, NextStateTable) {
        PodWith({{"ready-to-serve", "yes"}}, {}), false, false, std::nullopt},
       {"preparing normal with all hooks", lc, kStatePreparingNormal, normal_hook, false, false,
        kStateNormal},
-      {"preparing normal without a preNormal hook", Lifecycle{}, kStatePreparingNormal, bare,
-       false, false, kStateNormal},
+      {"preparing normal without a preNormal hook", Lifecycle{}, kStatePreparingNormal, bare, false,
+       false, kStateNormal},
       {"preparing update at an old revision waits", lc, kStatePreparingUpdate, bare, false, false,
        std::nullopt},
       {"preparing update rolled back, hook gone: Updated", lc, kStatePreparingUpdate, bare, true,
@@ -115,8 +118,7 @@ TEST(LifecycleState, NextStateTable) {
       {"preparing delete is final", lc, kStatePreparingDelete, bare, true, true, std::nullopt},
   };
   for (const Case& c : cases) {
-    EXPECT_EQ(NextLifecycleState(c.lc, c.state, c.pod, c.at_update, c.completed), c.want)
-        << c.name;
+    EXPECT_EQ(NextLifecycleState(c.lc, c.state, c.pod, c.at_update, c.completed), c.want) << c.name;
   }
 }
 
