@@ -5,6 +5,8 @@
 #include "manager/workloadspread/ws_controller.h"
 
 #include <chrono>
+#include <functional>
+#include <stop_token>
 #include <memory>
 #include <set>
 #include <string>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kube/manager.h"
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "manager/workloadspread/ws_webhook.h"
@@ -187,7 +190,10 @@ class WsControllerTest : public testing::FakeClusterTest {
 
   Json Ws() { return *server_->Get(kWs, kNs, "ws"); }
   Json SubsetStatus(const std::string& name) {
-    for (const Json& s : Ws()["status"].value("subsetStatuses", Json::array())) {
+    const Json ws = Ws();
+    const Json* list = kube::FindPath(ws, {"status", "subsetStatuses"});
+    if (list == nullptr || !list->is_array()) return nullptr;
+    for (const Json& s : *list) {
       if (s.value("name", "") == name) return s;
     }
     return nullptr;
@@ -504,6 +510,69 @@ TEST(CompactWorkloadTest, KeepsReplicasAndIdentity) {
   EXPECT_EQ(d, Json::parse(R"({"apiVersion":"apps/v1","kind":"Deployment",
       "metadata":{"name":"web","namespace":"team","uid":"u1","resourceVersion":"7"},
       "spec":{"replicas":3}})"));
+}
+
+// ---- The controller group, run by a kube::Manager (event-driven, no Reconcile by hand) ---------
+
+class WsGroupTest : public WsControllerTest {
+ protected:
+  void TearDown() override {
+    stop_.request_stop();
+    if (runner_.joinable()) runner_.join();
+    group_.reset();
+    manager_.reset();
+    WsControllerTest::TearDown();
+  }
+  void StartManager() {
+    kube::ManagerOptions mo;
+    mo.clock = &clock_;
+    manager_ = std::make_unique<kube::Manager>(client_.get(), mo);
+    ControllerContext ctx;
+    ctx.client = client_.get();
+    ctx.manager = manager_.get();
+    ctx.recorder = recorder_.get();
+    ctx.clock = &clock_;
+    group_ = NewWorkloadSpreadControllerGroup();
+    ASSERT_TRUE(group_->Register(ctx).ok());
+    runner_ = std::thread([this] { manager_->Run(stop_.get_token()); });
+  }
+  // Polls `check` against a deadline (the controller runs on its own threads).
+  static bool Eventually(const std::function<bool()>& check) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (check()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return check();
+  }
+  int Missing(const std::string& subset) {
+    const Json s = SubsetStatus(subset);
+    return s.is_object() ? s.value("missingReplicas", -100) : -100;
+  }
+
+  std::unique_ptr<kube::Manager> manager_;
+  std::unique_ptr<ControllerGroup> group_;
+  std::stop_source stop_;
+  std::thread runner_;
+};
+
+TEST_F(WsGroupTest, PodAndWorkloadEventsReachTheStatus) {
+  const Json cs = SeedWorkload(kCloneSets, "apps.kruise.io/v1alpha1", "CloneSet", "web", 4);
+  const Json owner = ControllerRef("apps.kruise.io/v1alpha1", "CloneSet", "web", kube::Uid(cs));
+  SeedPod(Pod("a-0", owner, "a"));
+  SeedWs(kCloneSetTarget, "50%");
+  StartManager();
+  // The first status: 2 places in a (50% of 4), one taken.
+  ASSERT_TRUE(Eventually([&] { return Missing("a") == 1; })) << Ws().dump();
+  EXPECT_EQ(Cost("a-0"), "200");
+  // A pod event.
+  SeedPod(Pod("a-1", owner, "a"));
+  ASSERT_TRUE(Eventually([&] { return Missing("a") == 0; })) << Ws().dump();
+  // The CloneSet scaled to 8: 4 places in a.
+  Json scaled = *server_->Get(kCloneSets, kNs, "web");
+  scaled["spec"]["replicas"] = 8;
+  ASSERT_TRUE(server_->Put(kCloneSets, scaled).ok());
+  ASSERT_TRUE(Eventually([&] { return Missing("a") == 2; })) << Ws().dump();
 }
 
 }  // namespace controller_test
