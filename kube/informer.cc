@@ -209,20 +209,18 @@ void CompactPodForManager(Json& pod) {
   // (manager/workloadspread/ws_controller.h): both annotations, its controller reference, the
   // Ready and PodScheduled conditions and its largest restart count.
   constexpr char kMatchedWorkloadSpread[] = "apps.kruise.io/matched-workloadspread";
-  const Json* matched =
-      meta != pod.end() && meta->is_object()
-          ? FindPath(*meta, {"annotations", kMatchedWorkloadSpread})
-          : nullptr;
-  const bool spread = matched != nullptr && matched->is_string() &&
-                      !matched->get_ref<const std::string&>().empty();
+  const Json* matched = meta != pod.end() && meta->is_object()
+                            ? FindPath(*meta, {"annotations", kMatchedWorkloadSpread})
+                            : nullptr;
+  const bool spread =
+      matched != nullptr && matched->is_string() && !matched->get_ref<const std::string&>().empty();
   if (meta != pod.end() && meta->is_object()) {
     for (const char* f : {"name", "namespace", "uid", "resourceVersion", "labels",
                           "creationTimestamp", "deletionTimestamp"}) {
       if (auto it = meta->find(f); it != meta->end() && !it->is_null()) kept[f] = std::move(*it);
     }
     if (spread) {
-      for (const char* a :
-           {kMatchedWorkloadSpread, "controller.kubernetes.io/pod-deletion-cost"}) {
+      for (const char* a : {kMatchedWorkloadSpread, "controller.kubernetes.io/pod-deletion-cost"}) {
         if (const Json* v = FindPath(*meta, {"annotations", a}); v != nullptr && v->is_string()) {
           kept["annotations"][a] = *v;
         }
@@ -240,7 +238,8 @@ void CompactPodForManager(Json& pod) {
     }
     // Only that it has a controller, and its kind: full references cost a third of the cache.
     kept["ownerReferences"] = Json::array({{{"controller", true}, {"kind", controller_kind}}});
-    if (auto refs = meta->find("ownerReferences"); spread && refs != meta->end() && refs->is_array()) {
+    if (auto refs = meta->find("ownerReferences");
+        spread && refs != meta->end() && refs->is_array()) {
       for (const Json& r : *refs) {
         if (!r.is_object() || !r.value("controller", false)) continue;
         kept["ownerReferences"] =

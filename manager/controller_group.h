@@ -73,8 +73,8 @@ class SharedInformers {
     const kube::Json* value =
         kube::FindPath(pod, {"metadata", "annotations", "apps.kruise.io/matched-workloadspread"});
     if (value == nullptr || !value->is_string()) return {};
-    const kube::Json parsed =
-        kube::Json::parse(value->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    const kube::Json parsed = kube::Json::parse(value->get_ref<const std::string&>(), nullptr,
+                                                /*allow_exceptions=*/false);
     const kube::Json* name = kube::Field(parsed, "name");
     if (name == nullptr || !name->is_string()) return {};
     return {absl::StrCat(kube::Namespace(pod), "/", name->get_ref<const std::string&>())};

@@ -20,7 +20,8 @@ using kube::Json;
 const std::vector<WsTargetKind>& WsTargetKinds() {
   static const auto* kinds = new std::vector<WsTargetKind>{
       {"apps.kruise.io", "CloneSet", kube::resources::CloneSets()},
-      {"apps.kruise.io", "StatefulSet",
+      {"apps.kruise.io",
+       "StatefulSet",
        {"apps.kruise.io", "v1beta1", "statefulsets", "StatefulSet", true}},
       {"apps", "Deployment", {"apps", "v1", "deployments", "Deployment", true}},
       {"apps", "ReplicaSet", {"apps", "v1", "replicasets", "ReplicaSet", true}},
@@ -124,9 +125,7 @@ bool PodOfWorkload(const TargetRef& t, const Json& pod, const std::string& workl
   return false;
 }
 
-std::string Quoted(const std::vector<std::string>& names) {
-  return absl::StrJoin(names, ", ");
-}
+std::string Quoted(const std::vector<std::string>& names) { return absl::StrJoin(names, ", "); }
 
 }  // namespace
 }  // namespace ws_controller_impl
@@ -147,7 +146,8 @@ WorkloadSpreadReconciler::WorkloadSpreadReconciler(kube::KubeClient* client, WsI
 void WorkloadSpreadReconciler::ObserveThrough(kube::Informer* pods) {
   auto observe = [this](const Json& pod) {
     const std::string key = ws_controller_impl::WsKeyOf(pod);
-    if (!key.empty()) deletions_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Uid(pod));
+    if (!key.empty())
+      deletions_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Uid(pod));
   };
   pods->AddEventHandler({
       .on_add = nullptr,
@@ -271,8 +271,8 @@ absl::Status WorkloadSpreadReconciler::DeletePods(const Json& object, const Work
     absl::Status st = client_->Delete(kube::resources::Pods(), ws.namespace_, name, options);
     if (st.ok()) {
       Event(object, false, "RescheduledPod",
-            absl::StrCat("deleted pod ", name, " of subset ", subset, ": unschedulable for more than ",
-                         ws.reschedule_critical_seconds,
+            absl::StrCat("deleted pod ", name, " of subset ", subset,
+                         ": unschedulable for more than ", ws.reschedule_critical_seconds,
                          " s; its replacement goes to a later subset"));
       continue;
     }
@@ -344,8 +344,7 @@ absl::StatusOr<kube::Result> WorkloadSpreadReconciler::Reconcile(const kube::Req
     RETURN_IF_ERROR(costs);
     kube::Result result;
     if (plan.recheck) {
-      result.requeue_after =
-          std::max(*plan.recheck - now, absl::ZeroDuration()) + absl::Seconds(1);
+      result.requeue_after = std::max(*plan.recheck - now, absl::ZeroDuration()) + absl::Seconds(1);
     }
     return result;
   }
@@ -382,8 +381,8 @@ class WorkloadSpreadGroup final : public ControllerGroup {
     };
     WsInformers inf;
     inf.workloadspreads = named(kWorkloadSpreadInformer, &WorkloadSpreadInformerOptions);
-    inf.pods = ctx.shared != nullptr ? ctx.shared->Pods()
-                                     : named("pods", &SharedInformers::PodOptions);
+    inf.pods =
+        ctx.shared != nullptr ? ctx.shared->Pods() : named("pods", &SharedInformers::PodOptions);
     for (const WsTargetKind& k : WsTargetKinds()) {
       if (!Served(ctx.client, k.resource)) continue;  // e.g. no Advanced StatefulSet CRD
       inf.targets[k.Key()] =
@@ -401,15 +400,16 @@ class WorkloadSpreadGroup final : public ControllerGroup {
     controller_->Watch(inf.workloadspreads, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
     kube::Predicate pod_changed;
     pod_changed.update = [](const Json& a, const Json& b) { return WsPodFactsChanged(a, b); };
-    controller_->Watch(inf.pods, kube::EnqueueMapped([](const Json& pod) {
-                         std::vector<kube::Request> out;
-                         for (const std::string& key : SharedInformers::MatchedWorkloadSpread(pod)) {
-                           const size_t slash = key.find('/');
-                           out.push_back({key.substr(0, slash), key.substr(slash + 1)});
-                         }
-                         return out;
-                       }),
-                       {pod_changed});
+    controller_->Watch(
+        inf.pods, kube::EnqueueMapped([](const Json& pod) {
+          std::vector<kube::Request> out;
+          for (const std::string& key : SharedInformers::MatchedWorkloadSpread(pod)) {
+            const size_t slash = key.find('/');
+            out.push_back({key.substr(0, slash), key.substr(slash + 1)});
+          }
+          return out;
+        }),
+        {pod_changed});
     kube::Predicate replicas_changed;
     replicas_changed.update = [](const Json& a, const Json& b) {
       return kube::FindPath(a, {"spec"}) == nullptr || kube::FindPath(b, {"spec"}) == nullptr ||
@@ -419,25 +419,23 @@ class WorkloadSpreadGroup final : public ControllerGroup {
     for (const WsTargetKind& k : WsTargetKinds()) {
       auto it = inf.targets.find(k.Key());
       if (it == inf.targets.end()) continue;
-      controller_->Watch(it->second, kube::EnqueueMapped([spreads, k](const Json& workload) {
-                           std::vector<kube::Request> out;
-                           auto in_ns = spreads->store().ByIndex(kube::kNamespaceIndex,
-                                                                 kube::Namespace(workload));
-                           if (!in_ns.ok()) return out;
-                           for (const auto& w : *in_ns) {
-                             const Json* ref = kube::FindPath(*w, {"spec", "targetRef"});
-                             if (ref == nullptr || !ref->is_object()) continue;
-                             using ws_controller_impl::Str;
-                             const TargetRef t{Str(*ref, "apiVersion"), Str(*ref, "kind"),
-                                               Str(*ref, "name")};
-                             if (t.Group() == k.group && t.kind == k.kind &&
-                                 t.name == kube::Name(workload)) {
-                               out.push_back({kube::Namespace(*w), kube::Name(*w)});
-                             }
-                           }
-                           return out;
-                         }),
-                         {replicas_changed});
+      controller_->Watch(
+          it->second, kube::EnqueueMapped([spreads, k](const Json& workload) {
+            std::vector<kube::Request> out;
+            auto in_ns = spreads->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(workload));
+            if (!in_ns.ok()) return out;
+            for (const auto& w : *in_ns) {
+              const Json* ref = kube::FindPath(*w, {"spec", "targetRef"});
+              if (ref == nullptr || !ref->is_object()) continue;
+              using ws_controller_impl::Str;
+              const TargetRef t{Str(*ref, "apiVersion"), Str(*ref, "kind"), Str(*ref, "name")};
+              if (t.Group() == k.group && t.kind == k.kind && t.name == kube::Name(workload)) {
+                out.push_back({kube::Namespace(*w), kube::Name(*w)});
+              }
+            }
+            return out;
+          }),
+          {replicas_changed});
     }
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();

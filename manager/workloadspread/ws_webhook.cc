@@ -299,7 +299,7 @@ absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook
   return absl::OkStatus();
 }
 
-// ---- Pod DELETE and eviction ---------------------------------------------------------------------
+// ---- Pod DELETE and eviction -------------------------------------------------------------------
 
 AdmissionResponse WorkloadSpreadDeletionRecorder::Handle(const AdmissionRequest& req) {
   Json fetched;
@@ -353,10 +353,9 @@ absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::
   for (int attempt = 0; attempt <= kube::kConflictRetries; ++attempt) {
     std::optional<WorkloadSpreadStatus> status = RecordDeletion(ws, pod, clock_->Now());
     if (!status) return absl::OkStatus();
-    ASSIGN_OR_RETURN(
-        ws_webhook_impl::Written written,
-        ws_webhook_impl::WriteSubsets(client_, cache_, &ws, *status,
-                                      absl::StrCat("recording the ", operation)));
+    ASSIGN_OR_RETURN(ws_webhook_impl::Written written,
+                     ws_webhook_impl::WriteSubsets(client_, cache_, &ws, *status,
+                                                   absl::StrCat("recording the ", operation)));
     if (written == ws_webhook_impl::Written::kGone) return absl::OkStatus();
     if (written == ws_webhook_impl::Written::kWritten) {
       Logger("workloadspread")

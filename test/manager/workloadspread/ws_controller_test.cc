@@ -6,9 +6,9 @@
 
 #include <chrono>
 #include <functional>
-#include <stop_token>
 #include <memory>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -50,12 +50,15 @@ class WsControllerTest : public testing::FakeClusterTest {
     inf_.workloadspreads = AddInformer(WorkloadSpreadInformerOptions());
     inf_.pods = AddInformer(SharedInformers::PodOptions());
     for (const WsTargetKind& k : WsTargetKinds()) {
-      if (k.Key() == "apps.kruise.io/CloneSet") inf_.targets[k.Key()] = AddInformer(WsTargetInformerOptions(k));
-      if (k.Key() == "apps/Deployment") inf_.targets[k.Key()] = AddInformer(WsTargetInformerOptions(k));
+      if (k.Key() == "apps.kruise.io/CloneSet")
+        inf_.targets[k.Key()] = AddInformer(WsTargetInformerOptions(k));
+      if (k.Key() == "apps/Deployment")
+        inf_.targets[k.Key()] = AddInformer(WsTargetInformerOptions(k));
     }
     WsReconcilerOptions ro;
     ro.clock = &clock_;
-    reconciler_ = std::make_unique<WorkloadSpreadReconciler>(client_.get(), inf_, recorder_.get(), ro);
+    reconciler_ =
+        std::make_unique<WorkloadSpreadReconciler>(client_.get(), inf_, recorder_.get(), ro);
     reconciler_->ObserveThrough(inf_.pods);
     SyncInformers();
   }
@@ -166,21 +169,21 @@ class WsControllerTest : public testing::FakeClusterTest {
   // Subset "a" (maxReplicas `a_max`) then "b" (no limit) over `target`.
   Json SeedWs(const Json& target, const Json& a_max, const Json& status = nullptr,
               const Json& strategy = nullptr) {
-    Json ws = {{"apiVersion", "apps.kruise.io/v1alpha1"},
-               {"kind", "WorkloadSpread"},
-               {"metadata", {{"name", "ws"}, {"namespace", kNs}}},
-               {"spec",
-                {{"targetRef", target},
-                 {"subsets",
-                  {{{"name", "a"},
-                    {"maxReplicas", a_max},
-                    {"requiredNodeSelectorTerm",
-                     {{"matchExpressions",
-                       {{{"key", "zone"}, {"operator", "In"}, {"values", {"a"}}}}}}}},
-                   {{"name", "b"},
-                    {"requiredNodeSelectorTerm",
-                     {{"matchExpressions",
-                       {{{"key", "zone"}, {"operator", "In"}, {"values", {"b"}}}}}}}}}}}}};
+    Json ws = {
+        {"apiVersion", "apps.kruise.io/v1alpha1"},
+        {"kind", "WorkloadSpread"},
+        {"metadata", {{"name", "ws"}, {"namespace", kNs}}},
+        {"spec",
+         {{"targetRef", target},
+          {"subsets",
+           {{{"name", "a"},
+             {"maxReplicas", a_max},
+             {"requiredNodeSelectorTerm",
+              {{"matchExpressions", {{{"key", "zone"}, {"operator", "In"}, {"values", {"a"}}}}}}}},
+            {{"name", "b"},
+             {"requiredNodeSelectorTerm",
+              {{"matchExpressions",
+                {{{"key", "zone"}, {"operator", "In"}, {"values", {"b"}}}}}}}}}}}}};
     if (!strategy.is_null()) ws["spec"]["scheduleStrategy"] = strategy;
     if (!status.is_null()) ws["status"] = status;
     auto stored = server_->Seed(kWs, ws);
@@ -287,8 +290,7 @@ TEST_F(WsControllerTest, DeploymentPodsFromCacheStubsAndPercentages) {
   ASSERT_TRUE(kube::ControllerOf(*cached).has_value());
   EXPECT_EQ(kube::ControllerOf(*cached)->name, "web-h1");
   // Ready (web-2 is not ready); PodScheduled only while it is not True.
-  EXPECT_EQ((*cached)["status"]["conditions"],
-            Json::parse(R"([{"type": "Ready", "status": "False",
+  EXPECT_EQ((*cached)["status"]["conditions"], Json::parse(R"([{"type": "Ready", "status": "False",
                              "lastTransitionTime": "2027-01-01T00:00:00Z"}])"));
 
   auto r = Reconcile();
@@ -327,13 +329,11 @@ TEST_F(WsControllerTest, StatusWriteKeepsWhatTheWebhookRecordedMeanwhile) {
   Json ws = Ws();
   const std::string at = kube::FormatRfc3339(clock_.Now());
   // The webhook placed pod a-new in subset a.
-  ws["status"] = {{"observedGeneration", 1},
-                  {"subsetStatuses",
-                   {{{"name", "a"},
-                     {"replicas", 0},
-                     {"missingReplicas", 1},
-                     {"creatingPods", {{"a-new", at}}}},
-                    {{"name", "b"}, {"replicas", 0}, {"missingReplicas", -1}}}}};
+  ws["status"] = {
+      {"observedGeneration", 1},
+      {"subsetStatuses",
+       {{{"name", "a"}, {"replicas", 0}, {"missingReplicas", 1}, {"creatingPods", {{"a-new", at}}}},
+        {{"name", "b"}, {"replicas", 0}, {"missingReplicas", -1}}}}};
   ASSERT_TRUE(server_->Put(kWs, ws).ok());
   server_->ClearRequests();
   auto r = Reconcile();

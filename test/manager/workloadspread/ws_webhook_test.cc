@@ -533,7 +533,7 @@ TEST_F(WorkloadSpreadDeletionRecorderTest, DeleteRecordsThePodInItsSubset) {
 
 TEST_F(WorkloadSpreadDeletionRecorderTest, NothingForDryRunsUnplacedPodsOrUnlimitedSubsets) {
   EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"), /*dry_run=*/true)).allowed);
-  EXPECT_TRUE(recorder_->Handle(Delete(Pod("web-1"))).allowed);  // no annotation
+  EXPECT_TRUE(recorder_->Handle(Delete(Pod("web-1"))).allowed);          // no annotation
   EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-2", "b"))).allowed);  // b has no limit
   ASSERT_TRUE(server_->Seed("pods", Placed("web-3")).ok());
   EXPECT_TRUE(recorder_->Handle(Evict("web-3", /*dry_run=*/true)).allowed);
@@ -575,12 +575,11 @@ TEST_F(WorkloadSpreadDeletionRecorderTest, FailedWriteStillAllowsTheDeletion) {
 TEST_F(WorkloadSpreadDeletionRecorderTest, ChainedAfterADenialRecordsNothing) {
   webhook::HandlerRegistry registry;
   bool budget_allows = false;
-  registry.Register("/validate-pod", std::make_shared<webhook::FuncHandler>(
-                                         [&](const webhook::AdmissionRequest&) {
-                                           return budget_allows
-                                                      ? webhook::Allowed()
-                                                      : webhook::Denied(403, "budget spent");
-                                         }));
+  registry.Register("/validate-pod",
+                    std::make_shared<webhook::FuncHandler>([&](const webhook::AdmissionRequest&) {
+                      return budget_allows ? webhook::Allowed()
+                                           : webhook::Denied(403, "budget spent");
+                    }));
   registry.Append("/validate-pod", recorder_);
   auto r = registry.Find("/validate-pod")->Handle(Delete(Placed("web-0")));
   EXPECT_FALSE(r.allowed);
