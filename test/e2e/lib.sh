@@ -163,13 +163,15 @@ yaml.safe_dump_all(own, open(own_out, "w"))
 PYEOF
 }
 
-# deploy_manager_objects WORK NS: the kube-local overlay without the daemon DaemonSet and the
-# manager Deployment (CRDs, namespaces, RBAC, Service, webhook configurations) applied, the CRDs
-# established, a fresh namespace NS (waiting, bounded, for one of an earlier run to be deleted).
+# deploy_manager_objects WORK NS [CRD...]: the kube-local overlay without the daemon DaemonSet and
+# the manager Deployment (CRDs, namespaces, RBAC, Service, webhook configurations) applied, the
+# CRDs of CloneSet, ImagePullJob and each CRD named (e.g. sidecarsets.apps.kruise.io) established,
+# a fresh namespace NS (waiting, bounded, for one of an earlier run to be deleted).
 # WORK/own-objects.yaml lists what delete_test_deployment removes. For tests of manager
 # controllers that need no agent (test/e2e/cloneset, bench/cloneset).
 deploy_manager_objects() {
-  local work=$1 ns=$2
+  local work=$1 ns=$2 crd
+  shift 2
   render_overlay kube-local unused "$work/rendered.yaml" "$work/own-objects.yaml"
   python3 - "$work/rendered.yaml" "$work/own-objects.yaml" <<'PYEOF' || die "filtering the overlay"
 import sys, yaml
@@ -178,8 +180,9 @@ for path in sys.argv[1:]:
     yaml.safe_dump_all(docs, open(path, "w"))
 PYEOF
   k apply -f "$work/rendered.yaml" >"$work/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$work/apply.log")"
-  k wait --for condition=established --timeout=60s crd/clonesets.apps.kruise.io \
-    crd/imagepulljobs.apps.kruise.io >/dev/null || die "CRDs not established"
+  for crd in clonesets.apps.kruise.io imagepulljobs.apps.kruise.io "$@"; do
+    k wait --for condition=established --timeout=60s "crd/$crd" >/dev/null || die "CRD $crd not established"
+  done
   ns_absent() { ! k get namespace "$1" >/dev/null 2>&1; }
   wait_for 180 "namespace $ns of an earlier run to be deleted" ns_absent "$ns"
   k create namespace "$ns" >/dev/null || die "creating namespace $ns"
@@ -261,3 +264,120 @@ binaries_from_args() {
   MANAGER=$(readlink -f "$1")
   DAEMON=$(readlink -f "$2")
 }
+
+# --- tests of manager controllers (test/e2e/{cloneset,statefulset,sidecarset,pub,workloadspread}) ---
+# Their shape: manager_e2e_init; a `trap cleanup EXIT` whose cleanup ends in manager_e2e_report and
+# manager_e2e_cleanup; step 1 deploy_manager_objects and start_host_manager; YAML through apply_stdin.
+
+# manager_e2e_init NAME DEFAULT_PORT_BASE PORTS MANAGER_BINARY: the start of test/e2e/NAME. Sets
+# MANAGER to the binary's absolute path (dies with the usage when it is not executable), runs
+# kube_local_preflight for jq, curl and python3, sets BASE from KRUISE_E2E_<NAME>_PORT_BASE (else
+# DEFAULT_PORT_BASE) and dies unless BASE..BASE+PORTS-1 are free, NS=kruise-e2e-NAME, WORK a fresh
+# directory, PIDS=() (background processes manager_e2e_cleanup ends).
+manager_e2e_init() {
+  local name=$1 default_base=$2 ports=$3 setting
+  setting=KRUISE_E2E_${name^^}_PORT_BASE
+  [ -n "${4:-}" ] && [ -x "$4" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${4:-}')"
+  MANAGER=$(readlink -f "$4")
+  kube_local_preflight jq curl python3
+  BASE=${!setting:-$default_base}
+  NS=kruise-e2e-$name
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/$name-e2e.XXXXXX")
+  PIDS=()
+  # shellcheck disable=SC2046 # one port a word
+  require_free_ports "$setting" $(seq "$BASE" $((BASE + ports - 1)))
+}
+
+# indent: the lines of stdin shifted right, under a `say` heading.
+indent() { sed 's/^/    /'; }
+
+# manager_e2e_report EVENTS [COMMAND...]: what a failed run shows: the pods of NS, COMMAND's output
+# (the test's own objects and their status), the last EVENTS events of NS, the manager log's tail.
+manager_e2e_report() {
+  local events=$1
+  shift
+  say "pods:"
+  k -n "$NS" get pods -o wide --show-labels 2>/dev/null | indent
+  [ "$#" = 0 ] || "$@"
+  say "events (last $events):"
+  k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -"$events" | indent
+  say "manager log (tail):"
+  tail -n 30 "$WORK/manager.log" 2>/dev/null | indent
+}
+
+# manager_e2e_cleanup RC [COMMAND...]: the end of an EXIT trap: ends PIDS and WATCH_PID, shows the
+# tails of start_leader_replicas' logs when RC is not 0, runs COMMAND (what the test made beyond
+# NS), delete_test_deployment, deletes the Lease of leader-elected managers and WORK (kept, and
+# named, with KRUISE_E2E_KEEP_WORK=1), exits with RC.
+manager_e2e_cleanup() {
+  local rc=$1 pid r
+  shift
+  for pid in "${PIDS[@]}" ${WATCH_PID:-}; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  for r in a b; do
+    [ -f "$WORK/manager-$r.log" ] && [ "$rc" != 0 ] && { say "manager $r log (tail):"; tail -n 15 "$WORK/manager-$r.log" | indent; }
+  done
+  [ "$#" = 0 ] || "$@"
+  delete_test_deployment "$WORK" "$NS"
+  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
+  if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+
+# `... | apply_stdin`: YAML on stdin applied in NS, or die with kubectl's last lines. At the end
+# of a pipeline its die ends the test only under `shopt -s lastpipe` (else it ends a subshell).
+apply_stdin() {
+  k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
+}
+
+# start_leader_replicas: stops start_host_manager's manager (SIGTERM) and starts two replicas of
+# MANAGER, a and b, with leader election (Lease kruise-system/kruise-manager, 4 s, renew deadline
+# 3 s, retry 1 s): webhook, health, metrics on BASE..BASE+2 (a) and BASE+3..BASE+5 (b), logs in
+# WORK/manager-{a,b}.log. Their pids in MPID[a|b] and PIDS; waits for both /readyz and a Lease
+# holder, named in LEADER.
+start_leader_replicas() {
+  local r off
+  [ -n "${MANAGER_PID:-}" ] && kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null
+  MANAGER_PID=
+  declare -gA MPID
+  for r in a b; do
+    off=0
+    [ "$r" = b ] && off=3
+    env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$((BASE + off)) \
+      WEBHOOK_CERT_DIR="$WORK/certs-$r" "$MANAGER" --kubeconfig "$KUBECONFIG" \
+      --enable-leader-election --leader-election-namespace=kruise-system \
+      --leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
+      --leader-election-retry-period=1s --webhook-bind-address=127.0.0.1 \
+      --health-probe-addr="127.0.0.1:$((BASE + off + 1))" --metrics-addr="127.0.0.1:$((BASE + off + 2))" \
+      >"$WORK/manager-$r.log" 2>&1 &
+    MPID[$r]=$!
+    PIDS+=($!)
+  done
+  HOST_MANAGER_HEALTH=127.0.0.1:$((BASE + 1))
+  wait_for 60 "replica a /readyz" host_manager_ready
+  HOST_MANAGER_HEALTH=127.0.0.1:$((BASE + 4))
+  wait_for 60 "replica b /readyz" host_manager_ready
+  wait_for 60 "a Lease holder among the two managers" replicas_have_leader
+}
+# replicas_have_leader: LEADER is the replica (a/b) whose log says it acquired the Lease now held.
+replicas_have_leader() {
+  local holder r
+  LEADER=
+  holder=$(k -n kruise-system get lease kruise-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
+  [ -n "$holder" ] || return 1
+  for r in a b; do
+    grep -qF "$holder acquired lease" "$WORK/manager-$r.log" 2>/dev/null && LEADER=$r && return 0
+  done
+  return 1
+}
+# kill_leader WHAT: kill -9 of the leading replica (OLD, said with WHAT), then waits for the other
+# to take the Lease (LEADER); TAKEOVER_MS is how long that took.
+kill_leader() {
+  local t_kill
+  OLD=$LEADER
+  kill -9 "${MPID[$OLD]}"
+  t_kill=$(now_ms)
+  say "killed leader $OLD $1"
+  wait_for 60 "the other replica to take the Lease" replica_took_over
+  TAKEOVER_MS=$(($(now_ms) - t_kill))
+}
+replica_took_over() { replicas_have_leader && [ "$LEADER" != "$OLD" ]; }

@@ -27,10 +27,11 @@
 # Everything it creates is deleted again, also on failure (namespace, manager, webhook
 # configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are left.
 # Usage: cloneset_e2e.sh KRUISE_MANAGER_BINARY
-# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_CLONESET_PORT_BASE (default 16470; base..base+5:
+# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_KEEP_WORK=1 (keep the work dir),
+# KRUISE_E2E_CLONESET_PORT_BASE (default 16470; base..base+5:
 # webhook, health, metrics of the manager (and of replica a in step 10), the same of replica b).
 set -uo pipefail
-# `... | apply_set`: the last command of a pipeline runs in this shell, so its `die` ends the test
+# `... | apply_stdin`: the last command of a pipeline runs in this shell, so its `die` ends the test
 # at once instead of a subshell (which showed up later as a timeout).
 shopt -s lastpipe
 
@@ -39,40 +40,19 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
-[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
-MANAGER=$(readlink -f "$1")
-kube_local_preflight jq curl python3
-
-BASE=${KRUISE_E2E_CLONESET_PORT_BASE:-16470}
-NS=kruise-e2e-cloneset
+manager_e2e_init cloneset 16470 6 "${1:-}"
 REG=$KUBE_LOCAL_REGISTRY
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/cloneset-e2e.XXXXXX")
-PIDS=()
 
-require_free_ports KRUISE_E2E_CLONESET_PORT_BASE $(seq "$BASE" $((BASE + 5)))
-
+show_clonesets() {
+  say "clonesets:"
+  k -n "$NS" get clonesets -o yaml 2>/dev/null | grep -A30 '^  status:' | indent
+}
 cleanup() {
   local rc=$?
   set +e
-  if [ "$rc" != 0 ]; then
-    say "pods:"
-    k -n "$NS" get pods -o wide --show-labels 2>/dev/null | sed 's/^/    /'
-    say "clonesets:"
-    k -n "$NS" get clonesets -o yaml 2>/dev/null | grep -A30 '^  status:' | sed 's/^/    /'
-    say "events (last 25):"
-    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25 | sed 's/^/    /'
-    say "manager log (tail):"
-    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
-  fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  for r in a b; do
-    [ -f "$WORK/manager-$r.log" ] && [ "$rc" != 0 ] && { say "manager $r log (tail):"; tail -n 15 "$WORK/manager-$r.log" | sed 's/^/    /'; }
-  done
+  [ "$rc" = 0 ] || manager_e2e_report 25 show_clonesets
   # Hooked pods keep nothing that needs the manager (labels only), so the namespace goes at once.
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  rm -rf "$WORK"
-  exit "$rc"
+  manager_e2e_cleanup "$rc"
 }
 trap cleanup EXIT
 
@@ -129,9 +109,7 @@ for ev in events(sys.argv[1]):
 print(max_unready, max_pods, min_ready if min_ready is not None else 0)
 PYEOF
 }
-apply_set() { # YAML on stdin -> kubectl apply in NS
-  k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
-}
+
 # A CloneSet NAME with REPLICAS pods of busybox IMAGE, hostNetwork; EXTRA_SPEC (YAML, indented by
 # two spaces) is appended to its spec, EXTRA_LABELS to the template's labels.
 set_yaml() {
@@ -266,7 +244,7 @@ step 8 "ReCreate with maxSurge 1 and maxUnavailable 0"
 set_yaml surge 2 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  updateStrategy:
     type: ReCreate
     maxSurge: 1
-    maxUnavailable: 0" | apply_set
+    maxUnavailable: 0" | apply_stdin
 wait_for 120 "2 Ready pods of surge" all_ready surge 2
 pod_table surge | cut -f1 >"$WORK/surge-before.txt"
 watch_pods surge "$WORK/watch8.json"
@@ -289,7 +267,7 @@ step 9 "lifecycle preDelete holds a pod in PreparingDelete until its label goes"
 set_yaml hooked 2 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  lifecycle:
     preDelete:
       labelsHandler:
-        example.com/hold: \"true\"" "        example.com/hold: \"true\"" | apply_set
+        example.com/hold: \"true\"" "        example.com/hold: \"true\"" | apply_stdin
 wait_for 120 "2 Ready pods of hooked" all_ready hooked 2
 k -n "$NS" scale cloneset hooked --replicas=1 >/dev/null || die "kubectl scale"
 held_pod() {
@@ -311,40 +289,7 @@ step_done "$HELD waited in PreparingDelete and went once its label was removed"
 
 # --- 10 ------------------------------------------------------------------------------------------
 step 10 "the leader killed during a scale-up of 30 pods; the standby finishes it"
-kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null # SIGTERM: it releases the Lease
-MANAGER_PID=
-declare -A MPID
-start_replica() { # a|b: webhook, health, metrics on BASE+0..2 (a) or BASE+3..5 (b)
-  local r=$1 off=0
-  [ "$r" = b ] && off=3
-  env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$((BASE + off)) \
-    WEBHOOK_CERT_DIR="$WORK/certs-$r" "$MANAGER" --kubeconfig "$KUBECONFIG" \
-    --enable-leader-election --leader-election-namespace=kruise-system \
-    --leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
-    --leader-election-retry-period=1s --webhook-bind-address=127.0.0.1 \
-    --health-probe-addr="127.0.0.1:$((BASE + off + 1))" --metrics-addr="127.0.0.1:$((BASE + off + 2))" \
-    >"$WORK/manager-$r.log" 2>&1 &
-  MPID[$r]=$!
-  PIDS+=($!)
-}
-leader_replica() { # the replica (a/b) whose log says it acquired the Lease now held
-  local holder r
-  holder=$(k -n kruise-system get lease kruise-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
-  [ -n "$holder" ] || return 1
-  for r in a b; do
-    grep -qF "$holder acquired lease" "$WORK/manager-$r.log" 2>/dev/null && echo "$r" && return 0
-  done
-  return 1
-}
-has_leader() { LEADER=$(leader_replica) && [ -n "$LEADER" ]; }
-start_replica a
-start_replica b
-replica_ready() { # /readyz opens once the webhook answers and the configurations point at it
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/readyz")" = 200 ]
-}
-wait_for 60 "replica a /readyz" replica_ready $((BASE + 1))
-wait_for 60 "replica b /readyz" replica_ready $((BASE + 4))
-wait_for 60 "a Lease holder among the two managers" has_leader
+start_leader_replicas
 watch_pods big "$WORK/watch10.json"
 set_yaml big 30 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  scaleStrategy:
     maxUnavailable: 5
@@ -355,17 +300,11 @@ set_yaml big 30 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  scaleStrategy:
       accessModes: [ReadWriteOnce]
       resources:
         requests:
-          storage: 1Mi" | apply_set
+          storage: 1Mi" | apply_stdin
 some_pods() { N=$(pods_json big | jq '.items | length') && [ "$N" -ge 8 ]; }
 wait_for 120 "the scale-up under way (8 pods)" some_pods
 [ "$N" -lt 30 ] || die "all 30 pods existed before the leader could be killed"
-OLD=$LEADER
-kill -9 "${MPID[$OLD]}"
-t_kill=$(now_ms)
-say "killed leader $OLD with $N of 30 pods created"
-new_leader() { has_leader && [ "$LEADER" != "$OLD" ]; }
-wait_for 60 "the other replica to take the Lease" new_leader
-took_ms=$(($(now_ms) - t_kill))
+kill_leader "with $N of 30 pods created"
 wait_for 300 "30 Ready pods of big" all_ready big 30
 kill "$WATCH_PID" 2>/dev/null
 created=$(grep -o '"name":"big-[a-z0-9]*"' "$WORK/watch10.json" | sort -u | wc -l)
@@ -377,7 +316,7 @@ k -n "$NS" get pvc -o json | jq -r '.items[] | select(.metadata.name | startswit
   | .metadata.labels["apps.kruise.io/cloneset-instance-id"]' | sort >"$WORK/pvc-ids"
 cmp -s "$WORK/pod-ids" "$WORK/pvc-ids" ||
   die "PVCs do not pair with pods one to one: $(diff "$WORK/pod-ids" "$WORK/pvc-ids" | grep '^[<>]' | tr '\n' ' ')"
-step_done "leader $OLD killed at $N/30 pods, $LEADER took over in $(secs "$took_ms")s; 30 pods ever created, 30 ids, 30 PVCs, no orphan"
+step_done "leader $OLD killed at $N/30 pods, $LEADER took over in $(secs "$TAKEOVER_MS")s; 30 pods ever created, 30 ids, 30 PVCs, no orphan"
 
 say "all steps passed:"
 for r in "${RESULTS[@]}"; do echo "  $r"; done

@@ -42,7 +42,8 @@
 # Everything it creates is deleted again, also on failure (the SidecarSet, namespace, manager,
 # webhook configurations, RBAC, certificate Secret); CRDs and the kruise namespaces are left.
 # Usage: sidecarset_e2e.sh KRUISE_MANAGER_BINARY
-# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_SIDECARSET_PORT_BASE (default 16490; base..base+2:
+# Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_KEEP_WORK=1 (keep the work dir),
+# KRUISE_E2E_SIDECARSET_PORT_BASE (default 16490; base..base+2:
 # webhook, health, metrics of the manager).
 set -uo pipefail
 # `... | apply_stdin`: the last command of a pipeline runs in this shell, so its `die` ends the test.
@@ -53,41 +54,26 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
-[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
-MANAGER=$(readlink -f "$1")
-kube_local_preflight jq curl python3
-
-BASE=${KRUISE_E2E_SIDECARSET_PORT_BASE:-16490}
-NS=kruise-e2e-sidecarset
+manager_e2e_init sidecarset 16490 3 "${1:-}"
 SET=test-sidecarset
 HOT_SET=hotupgrade-sidecarset
 REG=$KUBE_LOCAL_REGISTRY
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/sidecarset-e2e.XXXXXX")
-PIDS=()
 
-require_free_ports KRUISE_E2E_SIDECARSET_PORT_BASE $(seq "$BASE" $((BASE + 2)))
-
-cleanup() {
-  local rc=$?
-  set +e
-  if [ "$rc" != 0 ]; then
-    say "pods:"
-    k -n "$NS" get pods -o wide --show-labels 2>/dev/null | sed 's/^/    /'
-    say "sidecarset:"
-    k get sidecarset "$SET" -o yaml 2>/dev/null | grep -A12 '^status:' | sed 's/^/    /'
-    say "events (last 25):"
-    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25 | sed 's/^/    /'
-    say "manager log (tail):"
-    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
-  fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+show_sidecarset() {
+  say "sidecarset:"
+  k get sidecarset "$SET" -o yaml 2>/dev/null | grep -A12 '^status:' | indent
+}
+delete_sidecarsets() { # cluster-scoped: not in NS
   k delete sidecarset "$HOT_SET" --ignore-not-found >/dev/null 2>&1
   k delete sidecarset "$SET" --ignore-not-found >/dev/null 2>&1
   k -n kruise-system delete controllerrevisions -l "kruise.io/sidecarset-name=$SET" \
     --ignore-not-found >/dev/null 2>&1
-  delete_test_deployment "$WORK" "$NS"
-  rm -rf "$WORK"
-  exit "$rc"
+}
+cleanup() {
+  local rc=$?
+  set +e
+  [ "$rc" = 0 ] || manager_e2e_report 25 show_sidecarset
+  manager_e2e_cleanup "$rc" delete_sidecarsets
 }
 trap cleanup EXIT
 
@@ -136,14 +122,11 @@ spec:
         command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
 EOF
 }
-apply_stdin() { k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"; }
 
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
 k delete sidecarset "$SET" "$HOT_SET" --ignore-not-found >/dev/null 2>&1  # a crashed earlier run's
-deploy_manager_objects "$WORK" "$NS"
-k wait --for condition=established --timeout=60s crd/sidecarsets.apps.kruise.io >/dev/null ||
-  die "SidecarSet CRD not established"
+deploy_manager_objects "$WORK" "$NS" sidecarsets.apps.kruise.io
 start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready"
 

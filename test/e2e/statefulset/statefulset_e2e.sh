@@ -35,39 +35,18 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
-[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
-MANAGER=$(readlink -f "$1")
-kube_local_preflight jq curl python3
-
-BASE=${KRUISE_E2E_STATEFULSET_PORT_BASE:-16510}
-NS=kruise-e2e-statefulset
+manager_e2e_init statefulset 16510 6 "${1:-}"
 REG=$KUBE_LOCAL_REGISTRY
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/statefulset-e2e.XXXXXX")
-PIDS=()
 
-require_free_ports KRUISE_E2E_STATEFULSET_PORT_BASE $(seq "$BASE" $((BASE + 5)))
-
+show_statefulsets() {
+  say "statefulsets:"
+  k -n "$NS" get asts -o yaml 2>/dev/null | grep -A30 '^  status:' | indent
+}
 cleanup() {
   local rc=$?
   set +e
-  if [ "$rc" != 0 ]; then
-    say "pods:"
-    k -n "$NS" get pods -o wide --show-labels 2>/dev/null | sed 's/^/    /'
-    say "statefulsets:"
-    k -n "$NS" get asts -o yaml 2>/dev/null | grep -A30 '^  status:' | sed 's/^/    /'
-    say "events (last 25):"
-    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25 | sed 's/^/    /'
-    say "manager log (tail):"
-    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
-  fi
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  for r in a b; do
-    [ -f "$WORK/manager-$r.log" ] && [ "$rc" != 0 ] && { say "manager $r log (tail):"; tail -n 15 "$WORK/manager-$r.log" | sed 's/^/    /'; }
-  done
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
+  [ "$rc" = 0 ] || manager_e2e_report 25 show_statefulsets
+  manager_e2e_cleanup "$rc"
 }
 trap cleanup EXIT
 
@@ -128,9 +107,7 @@ print(max_unready, max_pods, ",".join(names), max(len(u) for u in uids.values())
       min(len(u) for u in uids.values()) if uids else 0)
 PYEOF
 }
-apply_set() { # YAML on stdin -> kubectl apply in NS (not at the end of a pipeline: die must exit)
-  k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
-}
+
 # An Advanced StatefulSet NAME with REPLICAS pods of busybox IMAGE, hostNetwork, Ready 2 s after
 # start (a readiness probe); EXTRA_SPEC (YAML, indented by two spaces) is appended to its spec.
 set_yaml() {
@@ -172,9 +149,7 @@ EOF
 
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
-deploy_manager_objects "$WORK" "$NS"
-k wait --for condition=established --timeout=60s crd/statefulsets.apps.kruise.io >/dev/null ||
-  die "the StatefulSet CRD is not established"
+deploy_manager_objects "$WORK" "$NS" statefulsets.apps.kruise.io
 start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready"
 
@@ -192,7 +167,7 @@ set_yaml par 8 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  podManagementPolicy: Parallel
     type: RollingUpdate
     rollingUpdate:
       maxUnavailable: 2" >"$WORK/par.yaml"
-apply_set <"$WORK/par.yaml"
+apply_stdin <"$WORK/par.yaml"
 wait_for 180 "8 Ready pods of par" all_ready par 8
 kill "$WATCH_PID" 2>/dev/null
 read -r max_unready max_pods _ _ _ < <(watch_stats "$WORK/watch2.json")
@@ -230,7 +205,7 @@ set_yaml web 4 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  podManagementPolicy: Parallel
       resources:
         requests:
           storage: 1Mi" | sed 's|^        readinessProbe:|        volumeMounts:\n        - name: data\n          mountPath: /data\n        readinessProbe:|' >"$WORK/web.yaml"
-apply_set <"$WORK/web.yaml"
+apply_stdin <"$WORK/web.yaml"
 wait_for 180 "4 Ready pods of web" all_ready web 4
 gates=$(pods_json web | jq -r '[.items[] | select(any(.spec.readinessGates[]?; .conditionType == "InPlaceUpdateReady"))] | length')
 [ "$gates" = 4 ] || die "$gates of 4 pods carry the InPlaceUpdateReady readiness gate"
@@ -270,40 +245,7 @@ step_done "web-2, web-3 updated in place (same UID and PVC, restarted once); web
 
 # --- 5 -------------------------------------------------------------------------------------------
 step 5 "the leader killed mid rollout of par (recreate); the standby finishes it"
-kill "$MANAGER_PID" 2>/dev/null && wait "$MANAGER_PID" 2>/dev/null # SIGTERM: it releases the Lease
-MANAGER_PID=
-declare -A MPID
-start_replica() { # a|b: webhook, health, metrics on BASE+0..2 (a) or BASE+3..5 (b)
-  local r=$1 off=0
-  [ "$r" = b ] && off=3
-  env POD_NAMESPACE=kruise-system WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$((BASE + off)) \
-    WEBHOOK_CERT_DIR="$WORK/certs-$r" "$MANAGER" --kubeconfig "$KUBECONFIG" \
-    --enable-leader-election --leader-election-namespace=kruise-system \
-    --leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
-    --leader-election-retry-period=1s --webhook-bind-address=127.0.0.1 \
-    --health-probe-addr="127.0.0.1:$((BASE + off + 1))" --metrics-addr="127.0.0.1:$((BASE + off + 2))" \
-    >"$WORK/manager-$r.log" 2>&1 &
-  MPID[$r]=$!
-  PIDS+=($!)
-}
-leader_replica() { # the replica (a/b) whose log says it acquired the Lease now held
-  local holder r
-  holder=$(k -n kruise-system get lease kruise-manager -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)
-  [ -n "$holder" ] || return 1
-  for r in a b; do
-    grep -qF "$holder acquired lease" "$WORK/manager-$r.log" 2>/dev/null && echo "$r" && return 0
-  done
-  return 1
-}
-has_leader() { LEADER=$(leader_replica) && [ -n "$LEADER" ]; }
-replica_ready() { # /readyz opens once the webhook answers and the configurations point at it
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/readyz")" = 200 ]
-}
-start_replica a
-start_replica b
-wait_for 60 "replica a /readyz" replica_ready $((BASE + 1))
-wait_for 60 "replica b /readyz" replica_ready $((BASE + 4))
-wait_for 60 "a Lease holder among the two managers" has_leader
+start_leader_replicas
 wait_for 60 "the new leader's first status of par" all_ready par 8
 t_events=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 watch_pods par "$WORK/watch5.json"
@@ -315,13 +257,7 @@ some_updated() {
 }
 wait_for 120 "the rollout under way (2 pods updated)" some_updated
 [ "$UPDATED" -lt 8 ] || die "all 8 pods were updated before the leader could be killed"
-OLD=$LEADER
-kill -9 "${MPID[$OLD]}"
-t_kill=$(now_ms)
-say "killed leader $OLD with $UPDATED of 8 pods updated"
-new_leader() { has_leader && [ "$LEADER" != "$OLD" ]; }
-wait_for 60 "the other replica to take the Lease" new_leader
-took_ms=$(($(now_ms) - t_kill))
+kill_leader "with $UPDATED of 8 pods updated"
 rolled_out() {
   all_ready par 8 && sts_is par '.status.updatedReplicas == 8 and .status.updatedReadyReplicas == 8
     and .status.currentRevision == .status.updateRevision'
@@ -342,7 +278,7 @@ deletes=$(k -n "$NS" get events -o json | jq -r --arg t "$t_events" '[.items[]
 twice=$(tr ' ' '\n' <<<"$deletes" | grep -v '=1$' | grep . || true)
 [ -z "$twice" ] || die "pods deleted more than once: $twice (all: $deletes)"
 [ "$(wc -w <<<"$deletes")" = 8 ] || die "delete events for $(wc -w <<<"$deletes") pods, want 8: $deletes"
-step_done "leader $OLD killed at $UPDATED/8 updated, $LEADER took over in $(secs "$took_ms")s; 8 ordinals recreated once each, at most $max_pods pods and $max_unready unready at once, one delete per pod"
+step_done "leader $OLD killed at $UPDATED/8 updated, $LEADER took over in $(secs "$TAKEOVER_MS")s; 8 ordinals recreated once each, at most $max_pods pods and $max_unready unready at once, one delete per pod"
 
 say "all steps passed:"
 for r in "${RESULTS[@]}"; do echo "  $r"; done

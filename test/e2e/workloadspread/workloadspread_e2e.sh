@@ -41,40 +41,23 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
-[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
-MANAGER=$(readlink -f "$1")
-kube_local_preflight jq curl python3
-
-BASE=${KRUISE_E2E_WORKLOADSPREAD_PORT_BASE:-16550}
-NS=kruise-e2e-workloadspread
+manager_e2e_init workloadspread 16550 3 "${1:-}"
 NODE=$KUBE_LOCAL_NODE_NAME
 ABSENT_ZONE=kruise-e2e-no-such-zone
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/workloadspread-e2e.XXXXXX")
 WATCH_PID=
 
-require_free_ports KRUISE_E2E_WORKLOADSPREAD_PORT_BASE $(seq "$BASE" $((BASE + 2)))
-
+show_spreads() {
+  say "pod annotations:"
+  k -n "$NS" get pods -o json 2>/dev/null | jq -r '.items[] | "    \(.metadata.name) \(.metadata.annotations
+    | with_entries(select(.key | test("workloadspread|deletion-cost"))) | tostring)"'
+  say "workloadspreads:"
+  k -n "$NS" get ws -o yaml 2>/dev/null | grep -A40 '^  status:' | indent
+}
 cleanup() {
   local rc=$?
   set +e
-  [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null && wait "$WATCH_PID" 2>/dev/null
-  if [ "$rc" != 0 ]; then
-    say "pods:"
-    k -n "$NS" get pods -o wide --show-labels 2>/dev/null | sed 's/^/    /'
-    say "pod annotations:"
-    k -n "$NS" get pods -o json 2>/dev/null | jq -r '.items[] | "    \(.metadata.name) \(.metadata.annotations
-      | with_entries(select(.key | test("workloadspread|deletion-cost"))) | tostring)"'
-    say "workloadspreads:"
-    k -n "$NS" get ws -o yaml 2>/dev/null | grep -A40 '^  status:' | sed 's/^/    /'
-    say "events (last 20):"
-    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -20 | sed 's/^/    /'
-    say "manager log (tail):"
-    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
-  fi
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
+  [ "$rc" = 0 ] || manager_e2e_report 20 show_spreads
+  manager_e2e_cleanup "$rc"
 }
 trap cleanup EXIT
 
@@ -98,9 +81,6 @@ pod_table() {
 }
 # count_pods NAME AWK-CONDITION: live pods of app NAME whose pod_table row matches.
 count_pods() { pod_table "$1" | awk -F'\t' "$2" | wc -l; }
-apply_stdin() { # YAML on stdin -> kubectl apply in NS
-  k -n "$NS" apply -f - >"$WORK/apply.log" 2>&1 || die "kubectl apply: $(tail -3 "$WORK/apply.log")"
-}
 # A CloneSet NAME of REPLICAS busybox pods, hostNetwork, Ready once started.
 cloneset_yaml() {
   cat <<EOF
@@ -168,9 +148,7 @@ ZONE=$(k get node "$NODE" -o jsonpath='{.metadata.labels.topology\.kubernetes\.i
 [ "$ZONE" != "$ABSENT_ZONE" ] || die "node $NODE is in zone $ABSENT_ZONE, the zone this test needs absent"
 [ -z "$(k get nodes -l "topology.kubernetes.io/zone=$ABSENT_ZONE" -o name)" ] ||
   die "a node is in zone $ABSENT_ZONE, the zone this test needs absent"
-deploy_manager_objects "$WORK" "$NS"
-k wait --for condition=established --timeout=60s crd/workloadspreads.apps.kruise.io >/dev/null ||
-  die "the WorkloadSpread CRD is not established"
+deploy_manager_objects "$WORK" "$NS" workloadspreads.apps.kruise.io
 start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready; node $NODE, zone '${ZONE:-none}'"
 
