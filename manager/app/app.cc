@@ -25,6 +25,7 @@
 #include "manager/imagepull/nodeimage_admission.h"
 #include "manager/pub/pub_controller.h"
 #include "manager/pub/pub_gate.h"
+#include "manager/deletionprotection/deletion_protection.h"
 #include "manager/pub/pub_webhook.h"
 #include "manager/crr/crr_controller.h"
 #include "manager/sidecarset/sidecarset_admission.h"
@@ -454,6 +455,12 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   pub_opts.clock = clock;
   const bool pub_served =
       pub::RegisterPubHandlers(&handlers, &pub_cache, client.get(), &pods, pub_opts);
+  // Deletion protection: DELETE of objects labelled policy.kruise.io/delete-protection. Registered
+  // also with the gate off (then it allows everything), so its webhook entry never gets a 404.
+  deletionprotection::HandlerOptions dp_opts;
+  dp_opts.enabled = gates.Enabled("ResourcesDeletionProtection");
+  dp_opts.crd_cascading = gates.Enabled("DeletionProtectionForCRDCascadingGate");
+  deletionprotection::RegisterDeletionProtectionHandler(&handlers, client.get(), dp_opts);
   // WorkloadSpread records pod deletions and evictions on the same path, after the budget check.
   if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
     handlers.Append(pub::kValidatePodPath,

@@ -21,7 +21,7 @@ const std::vector<FeatureGateSpec>& KnownFeatureGates() {
       {"WorkloadSpread", true, "Beta"},
       {"PodUnavailableBudgetDeleteGate", true, "Beta"},
       {"PodUnavailableBudgetUpdateGate", false, "Alpha"},
-      {"ResourcesDeletionProtection", false, "Beta"},
+      {"ResourcesDeletionProtection", true, "Beta"},
       {"DeletionProtectionForCRDCascadingGate", false, "Alpha"},
       {"KruisePodReadinessGate", false, "Alpha"},
       {"CloneSetShortHash", false, "Alpha"},

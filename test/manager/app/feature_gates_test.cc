@@ -74,13 +74,16 @@ TEST(FeatureGatesTest, PodWebhookOffForcesDependentsOff) {
 }
 
 TEST(FeatureGatesTest, CascadingDeletionNeedsDeletionProtection) {
-  auto g = FeatureGates::Parse("DeletionProtectionForCRDCascadingGate=true");
+  auto g = FeatureGates::Parse(
+      "DeletionProtectionForCRDCascadingGate=true,ResourcesDeletionProtection=false");
   ASSERT_TRUE(g.ok());
   EXPECT_FALSE(g->Enabled("DeletionProtectionForCRDCascadingGate"));
-  g = FeatureGates::Parse(
-      "DeletionProtectionForCRDCascadingGate=true,ResourcesDeletionProtection=true");
+  // ResourcesDeletionProtection is on by default (OpenKruise master: Beta, default true).
+  g = FeatureGates::Parse("DeletionProtectionForCRDCascadingGate=true");
   ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->Enabled("ResourcesDeletionProtection"));
   EXPECT_TRUE(g->Enabled("DeletionProtectionForCRDCascadingGate"));
+  EXPECT_FALSE(FeatureGates().Enabled("DeletionProtectionForCRDCascadingGate"));
 }
 
 // ---- Flags and environment
