@@ -4,8 +4,8 @@
 # kruise-manager on the host (webhooks by URL); pods are hostNetwork.
 #
 #   1. deploy/overlays/kube-local without the DaemonSet and the manager Deployment; the manager;
-#   2. OpenKruise's basic SidecarSet (deploy/samples/sidecarset-v1alpha1.yaml, its namespace set to
-#      this test's): the webhook filled the defaults and the hash annotations, `kubectl get
+#   2. OpenKruise's basic SidecarSet (deploy/samples/sidecarset-v1alpha1.yaml, its namespace and
+#      registry set to this test's): the webhook filled the defaults and the hash annotations, `kubectl get
 #      sidecarset` shows it;
 #   3. a Deployment (apps/v1, 3 pods labelled app=nginx) gets the sidecar at creation: sidecar1
 #      before the app container, IS_INJECTED, the shared log volume, the SidecarSet annotations;
@@ -123,6 +123,14 @@ spec:
 EOF
 }
 
+# sample FILE: deploy/samples/FILE in this test's namespace, its images from this instance's registry
+# (the samples name the default instance's, 127.0.0.1:16408: another instance's containerd would
+# hold those images under both names and report the other name in container statuses).
+sample() {
+  sed -e "s/^  namespace: default$/  namespace: $NS/" -e "s|127\.0\.0\.1:16408/|$REG/|g" \
+    "$ROOT/deploy/samples/$1"
+}
+
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
 k delete sidecarset "$SET" "$HOT_SET" --ignore-not-found >/dev/null 2>&1  # a crashed earlier run's
@@ -132,10 +140,9 @@ step_done "manager ready"
 
 # --- 2 -------------------------------------------------------------------------------------------
 step 2 "OpenKruise's basic SidecarSet, in this test's namespace"
-sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-v1alpha1.yaml" |
-  grep -q "namespace: $NS" || die "the sample no longer names namespace: default"
-sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-v1alpha1.yaml" |
-  k apply -f - >"$WORK/apply.log" 2>&1 || die "applying the sample: $(tail -3 "$WORK/apply.log")"
+sample sidecarset-v1alpha1.yaml | grep -q "namespace: $NS" || die "the sample no longer names namespace: default"
+sample sidecarset-v1alpha1.yaml | k apply -f - >"$WORK/apply.log" 2>&1 ||
+  die "applying the sample: $(tail -3 "$WORK/apply.log")"
 defaults=$(ss_json | jq -c '[.spec.containers[0].podInjectPolicy, .spec.containers[0].upgradeStrategy.upgradeType,
   .spec.containers[0].shareVolumePolicy.type, .spec.containers[0].imagePullPolicy,
   (.metadata.annotations["kruise.io/sidecarset-hash"] | length > 0),
@@ -244,10 +251,10 @@ step_done "partition 2 held two pods on v1 (status updated 1 of 3); partition 0 
 # --- 4c ------------------------------------------------------------------------------------------
 step 4c "hot upgrade (OpenKruise's example): the working container swaps, one always runs"
 HOT_EMPTY=$REG/busybox:1.35
-sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-hotupgrade-v1alpha1.yaml" |
-  grep -q "namespace: $NS" || die "the hot sample no longer names namespace: default"
-sed "s/^  namespace: default$/  namespace: $NS/" "$ROOT/deploy/samples/sidecarset-hotupgrade-v1alpha1.yaml" |
-  k apply -f - >"$WORK/apply.log" 2>&1 || die "applying the hot sample: $(tail -3 "$WORK/apply.log")"
+sample sidecarset-hotupgrade-v1alpha1.yaml | grep -q "namespace: $NS" ||
+  die "the hot sample no longer names namespace: default"
+sample sidecarset-hotupgrade-v1alpha1.yaml | k apply -f - >"$WORK/apply.log" 2>&1 ||
+  die "applying the hot sample: $(tail -3 "$WORK/apply.log")"
 deployment 2 | sed -e 's/^  name: web$/  name: hot/' -e 's/app: nginx$/app: hotupgrade/' | apply_stdin
 hot_json() { k -n "$NS" get pods -l app=hotupgrade -o json; }
 # "name uid working working-image other-image settled" per live pod; settled: every container runs
