@@ -1,6 +1,8 @@
 # Helpers shared by the kube-local end-to-end scripts (test/e2e/*/..._e2e.sh, test/deploy/validate.sh).
-# Source it after setting T0=$SECONDS; results collected with `result` are in the array RESULTS.
+# T0 is the start say counts seconds from: set it, or it is when lib.sh is sourced. Results
+# collected with `result` are in the array RESULTS.
 # shellcheck shell=bash
+T0=${T0:-$SECONDS}
 
 # A line with the wall-clock time and the seconds since T0.
 say() { echo "[$(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*"; }
@@ -266,14 +268,17 @@ binaries_from_args() {
 }
 
 # --- tests of manager controllers (test/e2e/{cloneset,statefulset,sidecarset,pub,workloadspread}) ---
-# Their shape: manager_e2e_init; a `trap cleanup EXIT` whose cleanup ends in manager_e2e_report and
-# manager_e2e_cleanup; step 1 deploy_manager_objects and start_host_manager; YAML through apply_stdin.
+# Their shape: manager_e2e_init; `trap 'manager_e2e_exit ...' EXIT` (or a cleanup function that
+# ends in manager_e2e_report and manager_e2e_cleanup); step 1 deploy_manager_objects and
+# start_host_manager; YAML through apply_stdin; pods watched with watch_app_pods; a leader's
+# failover with start_leader_replicas and kill_leader.
 
 # manager_e2e_init NAME DEFAULT_PORT_BASE PORTS MANAGER_BINARY: the start of test/e2e/NAME. Sets
 # MANAGER to the binary's absolute path (dies with the usage when it is not executable), runs
 # kube_local_preflight for jq, curl and python3, sets BASE from KRUISE_E2E_<NAME>_PORT_BASE (else
-# DEFAULT_PORT_BASE) and dies unless BASE..BASE+PORTS-1 are free, NS=kruise-e2e-NAME, WORK a fresh
-# directory, PIDS=() (background processes manager_e2e_cleanup ends).
+# DEFAULT_PORT_BASE) and dies unless BASE..BASE+PORTS-1 are free, NS=kruise-e2e-NAME, REG
+# (kube-local's registry), WORK a fresh directory, PIDS=() (background processes
+# manager_e2e_cleanup ends).
 manager_e2e_init() {
   local name=$1 default_base=$2 ports=$3 setting
   setting=KRUISE_E2E_${name^^}_PORT_BASE
@@ -282,6 +287,7 @@ manager_e2e_init() {
   kube_local_preflight jq curl python3
   BASE=${!setting:-$default_base}
   NS=kruise-e2e-$name
+  REG=$KUBE_LOCAL_REGISTRY
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/$name-e2e.XXXXXX")
   PIDS=()
   # shellcheck disable=SC2046 # one port a word
@@ -290,9 +296,15 @@ manager_e2e_init() {
 
 # indent: the lines of stdin shifted right, under a `say` heading.
 indent() { sed 's/^/    /'; }
+# show_status KIND LINES: a heading and the first LINES lines of the status of each KIND in NS.
+show_status() {
+  say "$1:"
+  k -n "$NS" get "$1" -o yaml 2>/dev/null | grep -A"$2" '^  status:' | indent
+}
 
 # manager_e2e_report EVENTS [COMMAND...]: what a failed run shows: the pods of NS, COMMAND's output
-# (the test's own objects and their status), the last EVENTS events of NS, the manager log's tail.
+# (the test's own objects and their status, e.g. `show_status clonesets 30`), the last EVENTS
+# events of NS, the manager log's tail.
 manager_e2e_report() {
   local events=$1
   shift
@@ -321,6 +333,45 @@ manager_e2e_cleanup() {
   k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
   if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
+}
+
+# trap 'manager_e2e_exit EVENTS DELETE [SHOW...]' EXIT: the whole EXIT trap of a test whose
+# cleanup is no more than these two: manager_e2e_report EVENTS SHOW... when the test failed, then
+# manager_e2e_cleanup with the command DELETE ("-": none).
+manager_e2e_exit() {
+  local rc=$? events=$1 delete=$2
+  shift 2
+  set +e
+  [ "$rc" = 0 ] || manager_e2e_report "$events" "$@"
+  if [ "$delete" = - ]; then manager_e2e_cleanup "$rc"; else manager_e2e_cleanup "$rc" "$delete"; fi
+}
+
+# watch_app_pods NAME FILE: streams the watch events of the pods labelled app=NAME in NS into FILE,
+# in the background (pid in WATCH_PID and PIDS, which manager_e2e_cleanup ends).
+watch_app_pods() {
+  "$KUBECTL" -n "$NS" get pods -l "app=$1" -w --output-watch-events -o json >"$2" 2>/dev/null &
+  PIDS+=($!)
+  WATCH_PID=$!
+}
+# watch_started FILE N: the watch writing FILE has listed N pods (N ADDED events).
+watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$1" 2>/dev/null)" -ge "$2" ]; }
+# app_pod_table NAME [JQ]: "name uid restartCount image ready" per live pod labelled app=NAME in NS
+# (the first container's restarts and image), a last column JQ of the pod when given; sorted.
+app_pod_table() {
+  k -n "$NS" get pods -l "app=$1" -o json | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
+    | [.metadata.name, .metadata.uid, (.status.containerStatuses[0].restartCount // 0),
+       .spec.containers[0].image,
+       (any(.status.conditions[]?; .type == "Ready" and .status == "True"))'"${2:+, $2}"'] | @tsv' | sort
+}
+# workload_ready KIND NAME N: N live (not deleted) pods labelled app=NAME in NS, all Ready, and the
+# status of KIND NAME says so (replicas and readyReplicas N, observedGeneration its generation).
+workload_ready() {
+  local n=$3
+  k -n "$NS" get pods -l "app=$2" -o json 2>/dev/null | jq -e --argjson n "$n" '[.items[]
+    | select(.metadata.deletionTimestamp == null)] | length == $n
+      and all(any(.status.conditions[]?; .type == "Ready" and .status == "True"))' >/dev/null &&
+    k -n "$NS" get "$1" "$2" -o json 2>/dev/null | jq -e ".status.readyReplicas == $n and .status.replicas == $n
+      and .status.observedGeneration == .metadata.generation" >/dev/null
 }
 
 # `... | apply_stdin`: YAML on stdin applied in NS, or die with kubectl's last lines. At the end

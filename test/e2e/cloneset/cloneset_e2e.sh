@@ -35,26 +35,13 @@ set -uo pipefail
 # at once instead of a subshell (which showed up later as a timeout).
 shopt -s lastpipe
 
-HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-ROOT=$(cd "$HERE/../../.." && pwd)
-T0=$SECONDS
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
 manager_e2e_init cloneset 16470 6 "${1:-}"
-REG=$KUBE_LOCAL_REGISTRY
 
-show_clonesets() {
-  say "clonesets:"
-  k -n "$NS" get clonesets -o yaml 2>/dev/null | grep -A30 '^  status:' | indent
-}
-cleanup() {
-  local rc=$?
-  set +e
-  [ "$rc" = 0 ] || manager_e2e_report 25 show_clonesets
-  # Hooked pods keep nothing that needs the manager (labels only), so the namespace goes at once.
-  manager_e2e_cleanup "$rc"
-}
-trap cleanup EXIT
+# Hooked pods keep nothing that needs the manager (labels only), so the namespace goes at once.
+trap 'manager_e2e_exit 25 - show_status clonesets 30' EXIT
 
 # --- helpers -------------------------------------------------------------------------------------
 cs_json() { k -n "$NS" get cloneset "$1" -o json; }
@@ -62,25 +49,8 @@ cs_json() { k -n "$NS" get cloneset "$1" -o json; }
 cs_is() { [ "$(cs_json "$1" 2>/dev/null | jq -r "$2")" = true ]; }
 pods_json() { k -n "$NS" get pods -l "app=$1" -o json; }
 # "name uid restartCount image ready" per live pod of app NAME, sorted by name.
-pod_table() {
-  pods_json "$1" | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
-    | [.metadata.name, .metadata.uid, (.status.containerStatuses[0].restartCount // 0),
-       .spec.containers[0].image,
-       (any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | @tsv' | sort
-}
-all_ready() { # NAME N: N live pods, all Ready, and the status says so
-  local n=$2
-  [ "$(pod_table "$1" | awk '$5 == "true"' | wc -l)" = "$n" ] &&
-    [ "$(pod_table "$1" | wc -l)" = "$n" ] &&
-    cs_is "$1" ".status.readyReplicas == $n and .status.replicas == $n and .status.observedGeneration == .metadata.generation"
-}
-# watch_pods NAME FILE: streams the pods' watch events into FILE (background; pid in PIDS).
-watch_pods() {
-  "$KUBECTL" -n "$NS" get pods -l "app=$1" -w --output-watch-events -o json >"$2" 2>/dev/null &
-  PIDS+=($!)
-  WATCH_PID=$!
-}
-watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$1" 2>/dev/null)" -ge "$2" ]; }
+pod_table() { app_pod_table "$1"; }
+all_ready() { workload_ready cloneset "$@"; } # NAME N: N live pods, all Ready, and the status says so
 # watch_stats FILE N: "max_unready max_pods min_ready" over every moment of the watch once its first
 # N pods were listed, counting live pods (no deletionTimestamp) and Ready ones.
 watch_stats() {
@@ -179,7 +149,7 @@ step_done "refused: $(grep -o 'denied the request: .*' "$WORK/bad.log" | head -c
 # --- 4 -------------------------------------------------------------------------------------------
 step 4 "in-place update to a tag with the same digest (busybox:1.35 -> busybox:latest)"
 pod_table sample >"$WORK/before.tsv"
-watch_pods sample "$WORK/watch4.json"
+watch_app_pods sample "$WORK/watch4.json"
 wait_for 20 "the watch's first events" watch_started "$WORK/watch4.json" 5
 k -n "$NS" patch cloneset sample --type json \
   -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/image\",\"value\":\"$REG/busybox:latest\"}]" \
@@ -247,7 +217,7 @@ set_yaml surge 2 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  updateStrategy:
     maxUnavailable: 0" | apply_stdin
 wait_for 120 "2 Ready pods of surge" all_ready surge 2
 pod_table surge | cut -f1 >"$WORK/surge-before.txt"
-watch_pods surge "$WORK/watch8.json"
+watch_app_pods surge "$WORK/watch8.json"
 wait_for 20 "the watch's first events" watch_started "$WORK/watch8.json" 2
 k -n "$NS" patch cloneset surge --type json -p '[{"op":"add","path":"/spec/template/spec/containers/0/env",
   "value":[{"name":"VERSION","value":"2"}]}]' >/dev/null || die "patching env"
@@ -290,7 +260,7 @@ step_done "$HELD waited in PreparingDelete and went once its label was removed"
 # --- 10 ------------------------------------------------------------------------------------------
 step 10 "the leader killed during a scale-up of 30 pods; the standby finishes it"
 start_leader_replicas
-watch_pods big "$WORK/watch10.json"
+watch_app_pods big "$WORK/watch10.json"
 set_yaml big 30 "$KUBE_LOCAL_BUSYBOX_IMAGE" "  scaleStrategy:
     maxUnavailable: 5
   volumeClaimTemplates:

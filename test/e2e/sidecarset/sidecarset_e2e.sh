@@ -49,15 +49,12 @@ set -uo pipefail
 # `... | apply_stdin`: the last command of a pipeline runs in this shell, so its `die` ends the test.
 shopt -s lastpipe
 
-HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-ROOT=$(cd "$HERE/../../.." && pwd)
-T0=$SECONDS
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
 manager_e2e_init sidecarset 16490 3 "${1:-}"
 SET=test-sidecarset
 HOT_SET=hotupgrade-sidecarset
-REG=$KUBE_LOCAL_REGISTRY
 
 show_sidecarset() {
   say "sidecarset:"
@@ -69,13 +66,7 @@ delete_sidecarsets() { # cluster-scoped: not in NS
   k -n kruise-system delete controllerrevisions -l "kruise.io/sidecarset-name=$SET" \
     --ignore-not-found >/dev/null 2>&1
 }
-cleanup() {
-  local rc=$?
-  set +e
-  [ "$rc" = 0 ] || manager_e2e_report 25 show_sidecarset
-  manager_e2e_cleanup "$rc" delete_sidecarsets
-}
-trap cleanup EXIT
+trap 'manager_e2e_exit 25 delete_sidecarsets show_sidecarset' EXIT
 
 # --- helpers -------------------------------------------------------------------------------------
 ss_json() { k get sidecarset "$SET" -o json; }
@@ -170,11 +161,8 @@ step_done "3 pods injected (sidecar1 before main, IS_INJECTED, log-volume, annot
 # --- 4 -------------------------------------------------------------------------------------------
 step 4 "the sidecar image changes: every pod upgraded in place, at most 1 unready at once"
 pod_table >"$WORK/before4"
-"$KUBECTL" -n "$NS" get pods -l app=nginx -w --output-watch-events -o json >"$WORK/watch4.json" 2>/dev/null &
-PIDS+=($!)
-WATCH_PID=$!
-watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$WORK/watch4.json" 2>/dev/null)" -ge 3 ]; }
-wait_for 30 "the pod watch to list the 3 pods" watch_started
+watch_app_pods nginx "$WORK/watch4.json"
+wait_for 30 "the pod watch to list the 3 pods" watch_started "$WORK/watch4.json" 3
 k patch sidecarset "$SET" --type json \
   -p "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"$REG/busybox:v1\"}]" >/dev/null ||
   die "patching the sidecar image"
@@ -284,11 +272,9 @@ bad=$(hot_json | jq -r '.items[] | select(
     or (.metadata.annotations["version.sidecarset.kruise.io/sidecar-2"] != "0")) | .metadata.name')
 [ -z "$bad" ] || die "hot pods injected otherwise than OpenKruise does: $bad"
 hot_table >"$WORK/before4c"
-"$KUBECTL" -n "$NS" get pods -l app=hotupgrade -w --output-watch-events -o json >"$WORK/watch4c.json" 2>/dev/null &
-PIDS+=($!)
-HOT_WATCH_PID=$!
-hot_watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$WORK/watch4c.json" 2>/dev/null)" -ge 2 ]; }
-wait_for 30 "the pod watch to list the 2 hot pods" hot_watch_started
+watch_app_pods hotupgrade "$WORK/watch4c.json"
+HOT_WATCH_PID=$WATCH_PID
+wait_for 30 "the pod watch to list the 2 hot pods" watch_started "$WORK/watch4c.json" 2
 k patch sidecarset "$HOT_SET" --type json \
   -p "[{\"op\":\"replace\",\"path\":\"/spec/containers/0/image\",\"value\":\"$REG/busybox:v2\"}]" >/dev/null ||
   die "patching the hot sidecar image"

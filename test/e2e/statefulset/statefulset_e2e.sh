@@ -30,25 +30,12 @@
 # replica b).
 set -uo pipefail
 
-HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-ROOT=$(cd "$HERE/../../.." && pwd)
-T0=$SECONDS
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
 manager_e2e_init statefulset 16510 6 "${1:-}"
-REG=$KUBE_LOCAL_REGISTRY
 
-show_statefulsets() {
-  say "statefulsets:"
-  k -n "$NS" get asts -o yaml 2>/dev/null | grep -A30 '^  status:' | indent
-}
-cleanup() {
-  local rc=$?
-  set +e
-  [ "$rc" = 0 ] || manager_e2e_report 25 show_statefulsets
-  manager_e2e_cleanup "$rc"
-}
-trap cleanup EXIT
+trap 'manager_e2e_exit 25 - show_status asts 30' EXIT
 
 # --- helpers -------------------------------------------------------------------------------------
 sts_json() { k -n "$NS" get statefulsets.apps.kruise.io "$1" -o json; }
@@ -56,31 +43,13 @@ sts_json() { k -n "$NS" get statefulsets.apps.kruise.io "$1" -o json; }
 sts_is() { [ "$(sts_json "$1" 2>/dev/null | jq -r "$2")" = true ]; }
 pods_json() { k -n "$NS" get pods -l "app=$1" -o json; }
 # "name uid restartCount image ready revision" per live pod of app NAME, sorted by name.
-pod_table() {
-  pods_json "$1" | jq -r '.items[] | select(.metadata.deletionTimestamp == null)
-    | [.metadata.name, .metadata.uid, (.status.containerStatuses[0].restartCount // 0),
-       .spec.containers[0].image,
-       (any(.status.conditions[]?; .type == "Ready" and .status == "True")),
-       .metadata.labels["controller-revision-hash"]] | @tsv' | sort
-}
+pod_table() { app_pod_table "$1" '.metadata.labels["controller-revision-hash"]'; }
 # The live pods' names of app NAME, sorted, on one line.
 pod_names() { pod_table "$1" | cut -f1 | sort -V | tr '\n' ' ' | sed 's/ $//'; }
-all_ready() { # NAME N: N live pods, all Ready, and the status says so
-  local n=$2
-  [ "$(pod_table "$1" | awk '$5 == "true"' | wc -l)" = "$n" ] &&
-    [ "$(pod_table "$1" | wc -l)" = "$n" ] &&
-    sts_is "$1" ".status.readyReplicas == $n and .status.replicas == $n and .status.observedGeneration == .metadata.generation"
-}
-# watch_pods NAME FILE: streams the pods' watch events into FILE (background; pid in PIDS).
-watch_pods() {
-  "$KUBECTL" -n "$NS" get pods -l "app=$1" -w --output-watch-events -o json >"$2" 2>/dev/null &
-  PIDS+=($!)
-  WATCH_PID=$!
-}
+all_ready() { workload_ready statefulsets.apps.kruise.io "$@"; } # NAME N: N live pods, all Ready, and the status says so
 # watch_running FILE: the watch answers (an empty list gives no event: wait for its process and a
 # listing of the namespace to have happened after it started).
 watch_running() { kill -0 "$WATCH_PID" 2>/dev/null && [ -f "$1" ]; }
-watch_started() { [ "$(grep -c '^{"type":"ADDED"' "$1" 2>/dev/null)" -ge "$2" ]; }
 # watch_stats FILE: "max_unready max_pods pods_seen uids_per_name_max" over the whole watch,
 # counting live pods (no deletionTimestamp) and Ready ones; pods_seen is every name ever seen.
 watch_stats() {
@@ -155,7 +124,7 @@ step_done "manager ready"
 
 # --- 2 -------------------------------------------------------------------------------------------
 step 2 "Parallel scale-up of 8 pods, scaleStrategy.maxUnavailable 2"
-watch_pods par "$WORK/watch2.json"
+watch_app_pods par "$WORK/watch2.json"
 # The watch must be running before the set exists (an empty list prints nothing to wait on).
 wait_for 10 "the pod watch" watch_running "$WORK/watch2.json"
 k -n "$NS" get pods -l app=par -o name >/dev/null
@@ -248,7 +217,7 @@ step 5 "the leader killed mid rollout of par (recreate); the standby finishes it
 start_leader_replicas
 wait_for 60 "the new leader's first status of par" all_ready par 8
 t_events=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-watch_pods par "$WORK/watch5.json"
+watch_app_pods par "$WORK/watch5.json"
 wait_for 20 "the watch's first events" watch_started "$WORK/watch5.json" 8
 k -n "$NS" patch statefulsets.apps.kruise.io par --type json -p '[{"op":"add","path":"/spec/template/spec/containers/0/env",
   "value":[{"name":"VERSION","value":"2"}]}]' >/dev/null || die "patching env"

@@ -36,9 +36,7 @@
 set -uo pipefail
 shopt -s lastpipe
 
-HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
-ROOT=$(cd "$HERE/../../.." && pwd)
-T0=$SECONDS
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
 manager_e2e_init workloadspread 16550 3 "${1:-}"
@@ -53,13 +51,7 @@ show_spreads() {
   say "workloadspreads:"
   k -n "$NS" get ws -o yaml 2>/dev/null | grep -A40 '^  status:' | indent
 }
-cleanup() {
-  local rc=$?
-  set +e
-  [ "$rc" = 0 ] || manager_e2e_report 20 show_spreads
-  manager_e2e_cleanup "$rc"
-}
-trap cleanup EXIT
+trap 'manager_e2e_exit 20 - show_spreads' EXIT
 
 # --- helpers -------------------------------------------------------------------------------------
 ws_json() { k -n "$NS" get ws "$1" -o json; }
@@ -343,8 +335,7 @@ $(here_term)
 EOF
 wait_for 60 "the controller's first status of ws-adaptive" ws_observed ws-adaptive
 wait_for 60 "no pod of CloneSet web left" no_pods web
-"$KUBECTL" -n "$NS" get pods -l app=adaptive -w --output-watch-events -o json >"$WORK/watch6.json" 2>/dev/null &
-WATCH_PID=$!
+watch_app_pods adaptive "$WORK/watch6.json"
 t=$(now_ms)
 cloneset_yaml adaptive 2 | apply_stdin
 moved() {
