@@ -151,10 +151,12 @@ names=$(pod_names par)
 [ "$names" = "par-0 par-2 par-3 par-5 par-6 par-7 par-8 par-9" ] || die "pod names: $names"
 k -n "$NS" patch statefulsets.apps.kruise.io par --type merge -p '{"spec":{"reserveOrdinals":[1,2,4]}}' \
   >/dev/null || die "patching reserveOrdinals"
+# par-2 gone from the API server, not only terminating: step 5's watch counts every pod it sees.
 reserved_moved() {
-  [ "$(pod_names par)" = "par-0 par-3 par-5 par-6 par-7 par-8 par-9 par-10" ] && all_ready par 8
+  [ "$(pod_names par)" = "par-0 par-3 par-5 par-6 par-7 par-8 par-9 par-10" ] && all_ready par 8 &&
+    ! k -n "$NS" get pod par-2 >/dev/null 2>&1
 }
-wait_for 120 "par-2 deleted and par-10 created" reserved_moved
+wait_for 120 "par-2 deleted and gone, par-10 created" reserved_moved
 step_done "ordinals 1 and 4 skipped; reserving 2 moved its pod to par-10"
 
 # --- 4 -------------------------------------------------------------------------------------------
