@@ -224,7 +224,8 @@ webhook::AdmissionResponse DeletionProtectionHandler::Handle(
           ->warn("DELETE of {} {} denied: {}", t.kind_name, t.name, read.status());
       return webhook::Denied(
           500, absl::StrCat(Denial(t), ": cannot tell whether anything would go with it (",
-                            read.status().message(), "); try again or remove the label"));
+                            read.status().message(), "); try again or remove the label"),
+          "InternalError");
     }
     deps = *read;
   }
@@ -233,7 +234,7 @@ webhook::AdmissionResponse DeletionProtectionHandler::Handle(
   Logger("deletionprotection")
       ->info("DELETE of {} {} by {} denied: {}", t.kind_name, t.name, req.user_info.username,
              v.message);
-  return webhook::Denied(v.code, v.message);
+  return webhook::Denied(v.code, v.message, "Forbidden");
 }
 
 void RegisterDeletionProtectionHandler(webhook::HandlerRegistry* registry,

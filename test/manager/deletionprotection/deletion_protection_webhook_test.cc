@@ -68,6 +68,7 @@ TEST_F(DeletionProtectionWebhookTest, CascadingNamespaceCountsActivePodsOverPage
   auto resp = Run(Delete(kNs, ns));
   EXPECT_FALSE(resp.allowed);
   EXPECT_EQ(resp.result.code, 403);
+  EXPECT_EQ(resp.result.reason, "Forbidden");  // kubectl: "Error from server (Forbidden)"
   EXPECT_THAT(resp.result.message, HasSubstr("Namespace team"));
   EXPECT_THAT(resp.result.message, HasSubstr("policy.kruise.io/delete-protection=Cascading"));
   EXPECT_THAT(resp.result.message, HasSubstr("1 active pod(s)"));
