@@ -235,12 +235,8 @@ absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
     return inplace::DeletePreDownloadJobs(client_, jobs);
   }
   // Done once per revision (PlanImagePreDownload checks it too; this spares the work below).
-  if (kube::Label(ctx.update_revision, inplace::kImagePreDownloadCreatedLabel).has_value() ||
-      kube::Label(ctx.update_revision, inplace::kImagePreDownloadIgnoredLabel).has_value()) {
-    return absl::OkStatus();
-  }
-  const std::string update_name = kube::Name(ctx.update_revision);
-  inplace::PreDownloadRequest req;
+  if (inplace::PreDownloadDone(ctx.update_revision)) return absl::OkStatus();
+  inplace::PreDownloadRequest req = inplace::PreDownloadRequestFor(ctx.set, ctx.update_revision);
   for (const auto& [hash, tmpl] : ctx.templates) {
     if (hash != ctx.update_hash) req.old_templates.push_back(tmpl);
   }
@@ -253,14 +249,7 @@ absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
   if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.set, desired) > updated_ready) {
     return absl::OkStatus();
   }
-  req.owner = ctx.set;
-  if (const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"})) req.selector = *sel;
-  req.update_revision = update_name;
   req.update_revision_hash = ctx.update_hash;
-  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
-    req.revision_labels = *l;
-  }
-  req.update_template = revision::RevisionTemplate(ctx.update_revision);
   req.replicas = desired;
   req.min_replicas = 0;
   ASSIGN_OR_RETURN(ScaledNumbers numbers, ScaleNumbers(ctx.spec, desired));
@@ -273,7 +262,7 @@ absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
       desired, /*round_up=*/false);
   req.max_unavailable = scaled.ok() ? *scaled : 1;
   return inplace::CarryOutPreDownload(
-      client_, ctx.set, update_name, inplace::PlanImagePreDownload(req),
+      client_, ctx.set, req.update_revision, inplace::PlanImagePreDownload(req),
       [&](bool warning, const std::string& reason, const std::string& message) {
         Event(ctx.set, warning, reason, message);
       });

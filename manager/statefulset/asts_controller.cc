@@ -194,33 +194,17 @@ absl::Status AstsReconciler::PreDownloadImages(Context& ctx) {
                                                                       kube::Uid(ctx.set)));
     return inplace::DeletePreDownloadJobs(client_, jobs);
   }
-  // Done once per revision (PlanImagePreDownload checks it too; this spares the work below).
-  if (kube::Label(ctx.update_revision, inplace::kImagePreDownloadCreatedLabel).has_value() ||
-      kube::Label(ctx.update_revision, inplace::kImagePreDownloadIgnoredLabel).has_value()) {
-    return absl::OkStatus();
-  }
-  // apps.kruise.io/image-predownload-min-updated-ready-pods holds the jobs back until that many
-  // pods of the new revision are ready (a canary first).
-  int64_t updated_ready = 0;
-  if (kube::GetString(ctx.set, {"status", "updateRevision"}) == ctx.update_revision_name) {
-    updated_ready = kube::GetInt(ctx.set, {"status", "updatedReadyReplicas"}).value_or(0);
-  }
-  if (inplace::MinUpdatedReadyPodsToPreDownload(ctx.set, ctx.spec.replicas) > updated_ready) {
+  // Done once per revision; held back until enough pods of the new revision are ready.
+  if (inplace::PreDownloadDone(ctx.update_revision) ||
+      inplace::PreDownloadHeldBack(ctx.set, ctx.update_revision_name, ctx.spec.replicas)) {
     return absl::OkStatus();
   }
   const Json* current = ctx.RevisionNamed(ctx.current_revision_name);
   if (current == nullptr) return absl::OkStatus();
-  inplace::PreDownloadRequest req;
-  req.owner = ctx.set;
-  if (const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"})) req.selector = *sel;
-  req.update_revision = ctx.update_revision_name;
+  inplace::PreDownloadRequest req = inplace::PreDownloadRequestFor(ctx.set, ctx.update_revision);
   req.update_revision_hash =
       kube::Label(ctx.update_revision, revision::kControllerRevisionHashLabel).value_or("");
-  if (const Json* l = kube::FindPath(ctx.update_revision, {"metadata", "labels"})) {
-    req.revision_labels = *l;
-  }
   req.current_template = revision::RevisionTemplate(*current);
-  req.update_template = revision::RevisionTemplate(ctx.update_revision);
   // As OpenKruise's ASTS: nothing to warm ahead of an OnDelete or ReCreate update, nor of one
   // that cannot be done in place (the new pods pull their images as they start anyway).
   std::string why_not;
