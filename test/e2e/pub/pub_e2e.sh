@@ -20,7 +20,12 @@
 #      sees more than 3 pods down at once (not Ready, or InPlaceUpdateReady False), the update
 #      completes with every pod kept (same UID, new image), the CloneSet reports the budget's
 #      denials (PodUnavailableBudgetDenied), and the budget recovers;
-#   9. the budget spent again, the manager stopped: a pod delete still passes (failurePolicy
+#   9. deletion protection (label policy.kruise.io/delete-protection, the manager's
+#      /validate-deletion-protection): a namespace labelled Cascading with a running pod cannot be
+#      deleted (readable 403), it can once the pod is gone; a Deployment and a CloneSet labelled
+#      Always cannot be deleted until the label is removed; a Deployment labelled Cascading not
+#      while it has replicas, once scaled to 0 it can;
+#  10. the budget spent again, the manager stopped: a pod delete still passes (failurePolicy
 #      Ignore).
 #
 # The manager runs with PodUnavailableBudgetUpdateGate=true (lib.sh's HOST_MANAGER_GATES).
@@ -36,37 +41,31 @@ ROOT=$(cd "$HERE/../../.." && pwd)
 T0=$SECONDS
 # shellcheck source=../lib.sh
 . "$ROOT/test/e2e/lib.sh"
-[ -n "${1:-}" ] && [ -x "$1" ] || die "usage: $0 KRUISE_MANAGER_BINARY (got '${1:-}')"
-MANAGER=$(readlink -f "$1")
-kube_local_preflight jq curl python3
-
-BASE=${KRUISE_E2E_PUB_PORT_BASE:-16520}
-NS=kruise-e2e-pub
+manager_e2e_init pub 16520 3 "${1:-}"
 SYS_NAME=kruise-e2e-pub-system # the pod and PUB in kube-system
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/pub-e2e.XXXXXX")
+DP_NS=kruise-e2e-pub-protected  # step 9's namespace, labelled delete-protection=Cascading
+DP_LABEL=policy.kruise.io/delete-protection
 
-require_free_ports KRUISE_E2E_PUB_PORT_BASE $(seq "$BASE" $((BASE + 2)))
-
+show_budgets() {
+  say "budgets:"
+  k -n "$NS" get pub -o yaml 2>/dev/null | grep -A20 '^  status:' | indent
+}
+delete_system_objects() {
+  k -n kube-system delete pub "$SYS_NAME" --ignore-not-found >/dev/null 2>&1
+  k -n kube-system delete pod "$SYS_NAME" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
+}
+# Step 9's objects lose their protection label first, so that nothing holds their deletion.
+unprotect_objects() {
+  k label namespace "$DP_NS" "$DP_LABEL-" >/dev/null 2>&1
+  k -n "$NS" label deployments.apps,clonesets.apps.kruise.io --all "$DP_LABEL-" >/dev/null 2>&1
+  k delete namespace "$DP_NS" --ignore-not-found --wait=false >/dev/null 2>&1
+}
+delete_test_objects() { delete_system_objects; unprotect_objects; }
 cleanup() {
   local rc=$?
   set +e
-  if [ "$rc" != 0 ]; then
-    say "pods:"
-    k -n "$NS" get pods -o wide 2>/dev/null | sed 's/^/    /'
-    say "budgets:"
-    k -n "$NS" get pub -o yaml 2>/dev/null | grep -A20 '^  status:' | sed 's/^/    /'
-    say "events (last 15):"
-    k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -15 | sed 's/^/    /'
-    say "manager log (tail):"
-    tail -n 30 "$WORK/manager.log" 2>/dev/null | sed 's/^/    /'
-  fi
-  [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" 2>/dev/null && wait "$WATCH_PID" 2>/dev/null
-  k -n kube-system delete pub "$SYS_NAME" --ignore-not-found >/dev/null 2>&1
-  k -n kube-system delete pod "$SYS_NAME" --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ -n "${KRUISE_E2E_KEEP_WORK:-}" ]; then say "kept $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
+  [ "$rc" = 0 ] || manager_e2e_report 15 show_budgets
+  manager_e2e_cleanup "$rc" delete_test_objects
 }
 trap cleanup EXIT
 
@@ -138,9 +137,7 @@ delete_pod() {
 
 # --- 1 -------------------------------------------------------------------------------------------
 step 1 "CRDs, webhooks and RBAC from deploy/overlays/kube-local; kruise-manager on the host"
-deploy_manager_objects "$WORK" "$NS"
-k wait --for condition=established --timeout=60s crd/podunavailablebudgets.policy.kruise.io >/dev/null ||
-  die "the PodUnavailableBudget CRD is not established"
+deploy_manager_objects "$WORK" "$NS" podunavailablebudgets.policy.kruise.io
 # Our CloneSet asks the budget before each in-place update (step 8) under OpenKruise's gate.
 HOST_MANAGER_GATES=PodUnavailableBudgetUpdateGate=true start_host_manager "$MANAGER" "$WORK" "$BASE"
 step_done "manager ready (PodUnavailableBudgetUpdateGate on)"
@@ -380,7 +377,99 @@ wait_for 60 "the blog's budget back at unavailableAllowed 3" cs_budget_recovered
 step_done "5 pods updated in place (UIDs kept); at most $max_down down at once (budget 3); $denials denial event(s)"
 
 # --- 9 -------------------------------------------------------------------------------------------
-step 9 "with the manager stopped, a delete passes (failurePolicy Ignore)"
+step 9 "deletion protection: Cascading namespace, Always Deployment and CloneSet, Cascading Deployment"
+# expect_denied WHAT KUBECTL-ARGS...: the command must fail with a 403 naming the label (kubectl's
+# output in $WORK/dp.log).
+expect_denied() {
+  local what=$1
+  shift
+  if k "$@" >"$WORK/dp.log" 2>&1; then die "$what was allowed"; fi
+  grep -q 'Error from server (Forbidden)' "$WORK/dp.log" && grep -q "$DP_LABEL=" "$WORK/dp.log" ||
+    die "$what denied without the label's reason: $(cat "$WORK/dp.log")"
+}
+dp_ns_absent() { ! k get namespace "$DP_NS" >/dev/null 2>&1; }
+wait_for 180 "namespace $DP_NS of an earlier run to be deleted" dp_ns_absent
+cat >"$WORK/dp-ns.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $DP_NS
+  labels:
+    $DP_LABEL: Cascading
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: keep
+  namespace: $DP_NS
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: main
+    image: $KUBE_LOCAL_BUSYBOX_IMAGE
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+EOF
+k apply -f "$WORK/dp-ns.yaml" >"$WORK/dp.log" 2>&1 || die "creating $DP_NS and its pod: $(cat "$WORK/dp.log")"
+dp_pod_running() { [ "$(k -n "$DP_NS" get pod keep -o jsonpath='{.status.phase}')" = Running ]; }
+wait_for 60 "the pod in $DP_NS Running" dp_pod_running
+expect_denied "deleting namespace $DP_NS with a running pod" delete namespace "$DP_NS" --wait=false
+grep -q '1 active pod' "$WORK/dp.log" || die "the denial does not say why: $(cat "$WORK/dp.log")"
+ns_denial=$(grep -o 'denied the request: .*' "$WORK/dp.log" | head -c 200)
+[ -z "$(k get namespace "$DP_NS" -o jsonpath='{.metadata.deletionTimestamp}')" ] ||
+  die "$DP_NS is being deleted although the delete was denied"
+k -n "$DP_NS" delete pod keep --grace-period=0 --force >/dev/null 2>&1
+dp_pods_gone() { [ -z "$(k -n "$DP_NS" get pods -o name 2>/dev/null)" ]; }
+wait_for 60 "the pod in $DP_NS gone" dp_pods_gone
+k delete namespace "$DP_NS" --wait=false >"$WORK/dp.log" 2>&1 ||
+  die "deleting the Cascading namespace without pods was refused: $(cat "$WORK/dp.log")"
+# Always: a Deployment and a CloneSet without replicas (the label alone holds them).
+for kind in Deployment CloneSet; do
+  api=apps/v1 res=deployments.apps name=protected-${kind,,}
+  [ "$kind" = CloneSet ] && api=apps.kruise.io/v1alpha1 res=clonesets.apps.kruise.io
+  cat >"$WORK/dp-$kind.yaml" <<EOF
+apiVersion: $api
+kind: $kind
+metadata:
+  name: $name
+  labels:
+    $DP_LABEL: Always
+spec:
+  replicas: 0
+  selector:
+    matchLabels:
+      app: $name
+  template:
+    metadata:
+      labels:
+        app: $name
+    spec:
+      containers:
+      - name: main
+        image: $KUBE_LOCAL_BUSYBOX_IMAGE
+EOF
+  k -n "$NS" apply -f "$WORK/dp-$kind.yaml" >"$WORK/dp.log" 2>&1 || die "creating the $kind: $(cat "$WORK/dp.log")"
+  expect_denied "deleting the $kind labelled Always" -n "$NS" delete "$res" "$name" --wait=false
+  grep -q "$kind $NS/$name" "$WORK/dp.log" || die "the denial does not name the $kind: $(cat "$WORK/dp.log")"
+  k -n "$NS" label "$res" "$name" "$DP_LABEL-" >/dev/null || die "removing the $kind's label"
+  k -n "$NS" delete "$res" "$name" --wait=false >"$WORK/dp.log" 2>&1 ||
+    die "deleting the $kind without its label was refused: $(cat "$WORK/dp.log")"
+done
+# Cascading: a Deployment with replicas cannot go; scaled to 0 it can.
+sed -e "s|protected-deployment|cascading|; s|$DP_LABEL: Always|$DP_LABEL: Cascading|; s|replicas: 0|replicas: 2|" \
+  "$WORK/dp-Deployment.yaml" >"$WORK/dp-cascading.yaml"
+k -n "$NS" apply -f "$WORK/dp-cascading.yaml" >"$WORK/dp.log" 2>&1 ||
+  die "creating the Cascading Deployment: $(cat "$WORK/dp.log")"
+expect_denied "deleting the Cascading Deployment of 2 replicas" -n "$NS" delete deployment cascading --wait=false
+grep -q 'spec.replicas is 2' "$WORK/dp.log" || die "the denial does not say why: $(cat "$WORK/dp.log")"
+k -n "$NS" scale deployment cascading --replicas=0 >/dev/null || die "scaling the Cascading Deployment to 0"
+k -n "$NS" delete deployment cascading --wait=false >"$WORK/dp.log" 2>&1 ||
+  die "deleting the Cascading Deployment at 0 replicas was refused: $(cat "$WORK/dp.log")"
+wait_for 60 "namespace $DP_NS deleted" dp_ns_absent
+step_done "each delete denied until the pod, the label or the replicas were gone: $ns_denial"
+
+# --- 10 ------------------------------------------------------------------------------------------
+step 10 "with the manager stopped, a delete passes (failurePolicy Ignore)"
 mapfile -t PODS < <(live_pods | cut -d' ' -f1)
 delete_pod "${PODS[0]}" || die "deleting ${PODS[0]} was refused: $(cat "$WORK/delete.log")"
 pub_is web '.status.unavailableAllowed == 0' || die "the budget is not spent: $(pub_json web | jq -c .status)"
