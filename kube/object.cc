@@ -666,6 +666,25 @@ std::string LabelSelector::ToString() const {
   return absl::StrJoin(parts, ",");
 }
 
+Json StatusPatchOps(const Json& obj, const Json& next, const std::vector<std::string>& removable) {
+  Json ops = Json::array(
+      {{{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", ResourceVersion(obj)}}});
+  const Json* old = Field(obj, "status");
+  if (old == nullptr || !old->is_object()) {
+    ops.push_back({{"op", "add"}, {"path", "/status"}, {"value", next}});
+    return ops;
+  }
+  for (const auto& [key, value] : next.items()) {
+    ops.push_back({{"op", "add"}, {"path", absl::StrCat("/status/", key)}, {"value", value}});
+  }
+  for (const std::string& key : removable) {
+    if (old->contains(key) && !next.contains(key)) {
+      ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/status/", key)}});
+    }
+  }
+  return ops;
+}
+
 absl::StatusOr<Json> PatchIfUnchanged(KubeClient* client, const Resource& resource, const Json& obj,
                                       const Json& ops, const std::string& subresource) {
   auto result =

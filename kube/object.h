@@ -158,4 +158,11 @@ class LabelSelector {
 absl::StatusOr<Json> PatchIfUnchanged(KubeClient* client, const Resource& resource, const Json& obj,
                                       const Json& ops, const std::string& subresource = "");
 
+// The JSON patch that writes a controller's computed status over `obj`'s without touching the
+// status fields it does not compute: a `test` of /metadata/resourceVersion, then an `add` of each
+// top-level field of `next` (the whole /status when `obj` has none), and a `remove` of each key of
+// `removable` that the old status has and `next` lacks (a map the controller emptied). Send it to
+// the status subresource.
+Json StatusPatchOps(const Json& obj, const Json& next, const std::vector<std::string>& removable = {});
+
 }  // namespace kruise::kube

@@ -135,23 +135,8 @@ absl::StatusOr<PubReconciler::Covered> PubReconciler::PodsOf(const Pub& pub, con
 }
 
 absl::StatusOr<bool> PubReconciler::WriteStatus(const Json& object, const PubStatus& status) {
-  Json patch = Json::array({{{"op", "test"},
-                             {"path", "/metadata/resourceVersion"},
-                             {"value", kube::ResourceVersion(object)}}});
-  const Json next = status.ToJson();
-  const Json* old = kube::Field(object, "status");
-  if (old == nullptr || !old->is_object()) {
-    patch.push_back({{"op", "add"}, {"path", "/status"}, {"value", next}});
-  } else {
-    for (const auto& [key, value] : next.items()) {
-      patch.push_back({{"op", "add"}, {"path", absl::StrCat("/status/", key)}, {"value", value}});
-    }
-    for (const char* map : {"disruptedPods", "unavailablePods"}) {
-      if (old->contains(map) && !next.contains(map)) {
-        patch.push_back({{"op", "remove"}, {"path", absl::StrCat("/status/", map)}});
-      }
-    }
-  }
+  const Json patch =
+      kube::StatusPatchOps(object, status.ToJson(), {"disruptedPods", "unavailablePods"});
   auto written = client_->Patch(PubResource(), kube::Namespace(object), kube::Name(object),
                                 kube::PatchType::kJson, patch, "status");
   if (written.ok()) return true;

@@ -232,18 +232,7 @@ absl::Status WorkloadSpreadReconciler::SyncDeletionCosts(const WorkloadSpread& w
 
 absl::Status WorkloadSpreadReconciler::WriteStatus(const Json& object,
                                                    const WorkloadSpreadStatus& status) {
-  Json patch = Json::array({{{"op", "test"},
-                             {"path", "/metadata/resourceVersion"},
-                             {"value", kube::ResourceVersion(object)}}});
-  const Json next = status.ToJson();
-  const Json* old = kube::Field(object, "status");
-  if (old == nullptr || !old->is_object()) {
-    patch.push_back({{"op", "add"}, {"path", "/status"}, {"value", next}});
-  } else {
-    for (const auto& [key, value] : next.items()) {
-      patch.push_back({{"op", "add"}, {"path", absl::StrCat("/status/", key)}, {"value", value}});
-    }
-  }
+  const Json patch = kube::StatusPatchOps(object, status.ToJson());
   return client_
       ->Patch(WorkloadSpreadResource(), kube::Namespace(object), kube::Name(object),
               kube::PatchType::kJson, patch, "status")

@@ -345,5 +345,30 @@ TEST(ResourcePathTest, Queries) {
   EXPECT_EQ(UrlEscape("a-b_c.d~e/f+g"), "a-b_c.d~e%2Ff%2Bg");
 }
 
+// A controller's status write adds only what it computes, removes only the maps it emptied, and
+// is guarded by the resourceVersion the controller read.
+TEST(StatusPatchOps, AddsComputedFieldsKeepsOthersRemovesOnlyListedMaps) {
+  Json obj = {{"metadata", {{"name", "b"}, {"resourceVersion", "7"}}},
+              {"status",
+               {{"observedGeneration", 1},
+                {"disruptedPods", {{"p", "t"}}},
+                {"unavailablePods", {{"q", "t"}}},
+                {"byAnotherWriter", true}}}};
+  Json next = {{"observedGeneration", 2}, {"unavailablePods", {{"q", "t"}}}};
+  Json ops = StatusPatchOps(obj, next, {"disruptedPods", "unavailablePods"});
+  Json patched = obj.patch(ops);
+  EXPECT_EQ(ops[0], Json({{"op", "test"}, {"path", "/metadata/resourceVersion"}, {"value", "7"}}));
+  EXPECT_EQ(patched["status"], Json({{"observedGeneration", 2},
+                                     {"unavailablePods", {{"q", "t"}}},
+                                     {"byAnotherWriter", true}}));
+  // Not listed as removable: kept although `next` lacks it.
+  EXPECT_TRUE(obj.patch(StatusPatchOps(obj, next))["status"].contains("disruptedPods"));
+  // No status yet: one add of the whole status.
+  obj.erase("status");
+  ops = StatusPatchOps(obj, next, {"disruptedPods"});
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(obj.patch(ops)["status"], next);
+}
+
 }  // namespace
 }  // namespace kruise::kube
