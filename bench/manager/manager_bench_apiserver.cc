@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
   bool node_images = true;
   int node_status_images = 25;
   int cloneset_pods = 5000;
+  int replicasets = 0;
   app.add_option("--addr", addr, "host:port to listen on (port 0: any free port)");
   app.add_option("--port-file", port_file, "write the bound port to this file once serving");
   app.add_option("--stats-file", stats_file, "write 'writes <n>' here every 250 ms");
@@ -215,6 +216,10 @@ int main(int argc, char** argv) {
                  "images a Node's status lists (kubelet reports up to 50)");
   app.add_option("--cloneset-pods", cloneset_pods,
                  "the first N pods belong to 50 paused CloneSets (the rest to ReplicaSets)");
+  app.add_option("--replicasets", replicasets,
+                 "ReplicaSets with full pod templates, 4 per Deployment (one current, three old "
+                 "at 0 replicas, as a Deployment's history keeps them): what the WorkloadSpread "
+                 "controller's workload caches hold");
   CLI11_PARSE(app, argc, argv);
   namespaces = std::max(1, namespaces);
   jobs = std::max(1, jobs);
@@ -312,6 +317,51 @@ int main(int argc, char** argv) {
       owner["name"] = absl::StrCat(owner["name"].get<std::string>(), "-5d8f7c9b6d");
     }
     seed("pods", pod);
+  }
+  // Deployments and their ReplicaSets (the pods above keep their own owners: these are the other
+  // workloads of a cluster, cached by the WorkloadSpread controller, not owning pods here).
+  for (int r = 0; r < replicasets; ++r) {
+    const int d = r / 4;
+    const std::string ns = absl::StrCat("ns-", d % namespaces);
+    const std::string name = absl::StrCat("deploy-", d);
+    Json probe = kruise::testing::MakeRealisticPod(ns, "x", "", d);
+    Json tmpl = {{"metadata", {{"labels", {{"app", name}, {"pod-template-hash", absl::StrCat(r)}}}}},
+                 {"spec", probe["spec"]}};
+    tmpl["spec"].erase("nodeName");
+    std::string deployment_uid;
+    if (r % 4 == 0) {
+      Json dep = {{"apiVersion", "apps/v1"},
+                  {"kind", "Deployment"},
+                  {"metadata", {{"name", name}, {"namespace", ns}, {"generation", 4}}},
+                  {"spec",
+                   {{"replicas", 3},
+                    {"selector", {{"matchLabels", {{"app", name}}}}},
+                    {"template", tmpl}}},
+                  {"status", {{"replicas", 3}, {"readyReplicas", 3}, {"observedGeneration", 4}}}};
+      deployment_uid = seed("deployments.apps", dep)["metadata"]["uid"].get<std::string>();
+    }
+    Json rs = {{"apiVersion", "apps/v1"},
+               {"kind", "ReplicaSet"},
+               {"metadata",
+                {{"name", absl::StrCat(name, "-", r)},
+                 {"namespace", ns},
+                 {"labels", tmpl["metadata"]["labels"]},
+                 {"annotations", {{"deployment.kubernetes.io/revision", absl::StrCat(r % 4 + 1)},
+                                  {"deployment.kubernetes.io/desired-replicas", "3"},
+                                  {"deployment.kubernetes.io/max-replicas", "4"}}},
+                 {"ownerReferences",
+                  {{{"apiVersion", "apps/v1"},
+                    {"kind", "Deployment"},
+                    {"name", name},
+                    {"uid", deployment_uid.empty() ? absl::StrCat("uid-", name) : deployment_uid},
+                    {"controller", true},
+                    {"blockOwnerDeletion", true}}}}}},
+               {"spec",
+                {{"replicas", r % 4 == 3 ? 3 : 0},
+                 {"selector", {{"matchLabels", tmpl["metadata"]["labels"]}}},
+                 {"template", tmpl}}},
+               {"status", {{"replicas", r % 4 == 3 ? 3 : 0}, {"observedGeneration", 1}}}};
+    seed("replicasets.apps", rs);
   }
   if (absl::Status st = server.Start(); !st.ok()) {
     std::cerr << "start: " << st << "\n";
