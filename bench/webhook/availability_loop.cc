@@ -27,9 +27,6 @@ using manager::webhook::Handler;
 using manager::webhook::Json;
 
 constexpr char kNs[] = "load";
-// Admissions between two resets of the spread's / budget's status (a status that records every
-// admitted pod would grow without bound; the controllers prune it in a cluster).
-constexpr int kBatch = 100;
 
 const kube::Resource& WsResource() {
   static const kube::Resource r = manager::workloadspread::WorkloadSpreadResource();
@@ -179,7 +176,9 @@ struct Case {
 
 }  // namespace
 
-int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int count) {
+int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int count,
+                            int batch) {
+  batch = std::max(1, batch);
   StatusStore client;
   Clock* clock = Clock::Real();
 
@@ -258,7 +257,7 @@ int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int
     budgets.Upsert(*client.Get(PubResource(), kNs, "pub-042"));
   };
 
-  int batch = 0;  // distinct pod names across batches
+  int batch_number = 0;  // distinct pod names across batches
   const std::vector<Case> cases = {
       {"create: readiness gate only", plain_chain.get(),
        [&](int i) { return create(untargeted, i, false); }, nullptr},
@@ -271,7 +270,7 @@ int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int
       {"delete: + 100 PUBs, none guards", &budget, [&](int i) { return remove(uncovered, i); },
        nullptr},
       {"delete: + PUB guards (status write)", &budget,
-       [&](int i) { return remove(running_pod, batch * kBatch + i); }, reset_budget},
+       [&](int i) { return remove(running_pod, batch_number * batch + i); }, reset_budget},
   };
   std::map<std::string, std::vector<double>> means;
   int denied = 0;
@@ -279,11 +278,11 @@ int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int
     for (const Case& c : cases) {
       std::chrono::duration<double, std::micro> took{0};
       int done = 0;
-      for (; done < count; done += kBatch, ++batch) {
+      for (; done < count; done += batch, ++batch_number) {
         if (c.reset) c.reset();
         std::vector<AdmissionRequest> requests;
-        requests.reserve(kBatch);
-        for (int i = 0; i < kBatch; ++i) requests.push_back(c.request(i));
+        requests.reserve(batch);
+        for (int i = 0; i < batch; ++i) requests.push_back(c.request(i));
         const auto server_before = client.server_time;
         const auto start = std::chrono::steady_clock::now();
         for (const AdmissionRequest& r : requests) {

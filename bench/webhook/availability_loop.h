@@ -11,7 +11,8 @@
 // A status write goes to an in-process API client: the manager's side of it (the request body,
 // parsing the reply, parsing the watch event and updating the cache, as the informer would) is
 // timed; the API server's side (applying the patch) is timed apart and left out. Statuses are
-// reset every 100 admissions, outside the timed part, as the controllers prune them in a cluster.
+// reset every `batch` admissions, outside the timed part, as the controllers prune them in a
+// cluster: a recorded spread or budget holds 0 to batch-1 entries.
 // Returns non-zero when an admission was denied (the figures would be of the wrong path).
 
 #include "nlohmann/json.hpp"
@@ -20,6 +21,6 @@ namespace kruise::bench {
 
 // `review_pod`: the pod of the peers' CREATE review; `running_pod`: a Running, Ready pod.
 int LoopAvailabilityReviews(const nlohmann::json& review_pod, const nlohmann::json& running_pod,
-                            int count);
+                            int count, int batch = 100);
 
 }  // namespace kruise::bench

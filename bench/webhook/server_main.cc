@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
                  "no server: time pod CREATE and DELETE admissions in-process with WorkloadSpread "
                  "and PodUnavailableBudget active and without, for the pod of this CREATE review "
                  "(and --pod as the running pod), print µs per review and exit");
+  int loop_batch = 100;
+  app.add_option("--loop-batch", loop_batch,
+                 "--loop-availability: admissions between two resets of the recorded statuses "
+                 "(pods in flight at once)");
   CLI11_PARSE(app, argc, argv);
   if (loop_review.empty() && loop_availability.empty() && (cert.empty() || key.empty())) {
     std::fprintf(stderr, "--cert and --key are required (unless --loop-review)\n");
@@ -232,7 +236,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     return kruise::bench::LoopAvailabilityReviews(review["request"]["object"], pods.pod(),
-                                                  loop_count);
+                                                  loop_count, loop_batch);
   }
   // Signals are taken by sigwait below; blocked before the server starts so its threads inherit it.
   sigset_t signals;

@@ -26,11 +26,14 @@ std::string TargetKey(const std::string& group, const std::string& kind, const s
 }
 
 // Whether `stored` is newer than `incoming` by resourceVersion (same object: same uid).
-bool StoredIsNewer(const Json& stored, const Json& incoming) {
+// Whether the cached object already is `incoming` or a later version of it (same uid, a
+// resourceVersion at least as high): then `incoming` changes nothing. The usual case is the
+// informer's echo of a status this replica wrote and cached from the reply.
+bool StoredIsAtLeastAsNew(const Json& stored, const Json& incoming) {
   if (kube::Uid(stored).empty() || kube::Uid(stored) != kube::Uid(incoming)) return false;
   uint64_t a = 0, b = 0;
   return absl::SimpleAtoi(kube::ResourceVersion(stored), &a) &&
-         absl::SimpleAtoi(kube::ResourceVersion(incoming), &b) && a > b;
+         absl::SimpleAtoi(kube::ResourceVersion(incoming), &b) && a >= b;
 }
 
 std::string RandomUuid() {
@@ -125,6 +128,13 @@ void WorkloadSpreadCache::Publish(const std::string& ns,
 void WorkloadSpreadCache::Upsert(const Json& ws) {
   const std::string ns = kube::Namespace(ws), name = kube::Name(ws);
   if (name.empty()) return;
+  if (auto space = In(ns)) {  // nothing new: spare the parse and the republish
+    auto it = space->by_name.find(name);
+    if (it != space->by_name.end() &&
+        ws_webhook_impl::StoredIsAtLeastAsNew(*it->second->object, ws)) {
+      return;
+    }
+  }
   // Parse outside the locks, once per change.
   auto entry = std::make_shared<Entry>();
   entry->object = std::make_shared<const Json>(ws);
@@ -134,7 +144,9 @@ void WorkloadSpreadCache::Upsert(const Json& ws) {
   if (auto space = In(ns)) {
     by_name = space->by_name;
     auto it = by_name.find(name);
-    if (it != by_name.end() && ws_webhook_impl::StoredIsNewer(*it->second->object, ws)) return;
+    if (it != by_name.end() && ws_webhook_impl::StoredIsAtLeastAsNew(*it->second->object, ws)) {
+      return;
+    }
   }
   by_name[name] = std::move(entry);
   Publish(ns, std::move(by_name));

@@ -368,6 +368,26 @@ TEST_F(WorkloadSpreadInjectorTest, CacheKeepsItsNewerWriteOverAnOlderEvent) {
   EXPECT_EQ(cache_.size(), 0u);
 }
 
+// The informer's echo of the version the cache already holds (same uid and resourceVersion) is
+// not parsed or published again: the entry stays the very object cached first.
+TEST_F(WorkloadSpreadInjectorTest, CacheIgnoresTheEchoOfTheVersionItHolds) {
+  Json stored = Seed(Spread());
+  auto first = cache_.Targeting(kNs, "apps.kruise.io", "CloneSet", "web");
+  ASSERT_NE(first, nullptr);
+  Json echo = stored;
+  echo["metadata"]["labels"]["only-in-echo"] = "x";  // what a same-version copy cannot differ in
+  cache_.Upsert(echo);
+  EXPECT_EQ(cache_.Targeting(kNs, "apps.kruise.io", "CloneSet", "web"), first);
+  // A later version replaces it.
+  echo["metadata"]["resourceVersion"] =
+      std::to_string(std::stoll(kube::ResourceVersion(stored)) + 1);
+  cache_.Upsert(echo);
+  auto next = cache_.Targeting(kNs, "apps.kruise.io", "CloneSet", "web");
+  ASSERT_NE(next, nullptr);
+  EXPECT_NE(next, first);
+  EXPECT_EQ(kube::Label(*next->object, "only-in-echo"), "x");
+}
+
 // ---- Validating handler ----------------------------------------------------------------------
 
 TEST(WorkloadSpreadValidatingHandlerTest, Table) {
