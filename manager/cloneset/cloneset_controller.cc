@@ -885,11 +885,7 @@ class CloneSetGroup : public ControllerGroup {
     inf.pvcs = make(all[3]);
     inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[4]);
     if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
-      // One ImagePullJob cache for every workload that pre-downloads.
-      inf.image_pull_jobs = ctx.shared != nullptr
-                                ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
-                                                    &inplace::PreDownloadJobInformerOptions)
-                                : make(inplace::PreDownloadJobInformerOptions());
+      inf.image_pull_jobs = inplace::PreDownloadJobInformer(ctx, "cloneset", make);
     }
 
     CloneSetReconcilerOptions ro;

@@ -789,15 +789,7 @@ class DaemonSetGroup : public ControllerGroup {
     inf.revisions = ctx.shared != nullptr ? ctx.shared->ControllerRevisions() : make(all[2]);
     inf.nodes = ctx.shared != nullptr ? ctx.shared->Nodes() : make(all[3]);
     if (ctx.feature_enabled(inplace::kPreDownloadDaemonSetGate)) {
-      auto jobs_served = ctx.client->List(res::ImagePullJobs(), "", probe);
-      if (!jobs_served.ok() && kube::IsNotFound(jobs_served.status())) {
-        Logger("daemonset")->warn("ImagePullJob CRD is not served: no image pre-download");
-      } else {
-        inf.image_pull_jobs = ctx.shared != nullptr
-                                  ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
-                                                      &inplace::PreDownloadJobInformerOptions)
-                                  : make(inplace::PreDownloadJobInformerOptions());
-      }
+      inf.image_pull_jobs = inplace::PreDownloadJobInformer(ctx, "daemonset", make);
     }
 
     AdsReconcilerOptions ro;

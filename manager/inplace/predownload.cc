@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "common/logging.h"
 #include "absl/strings/str_cat.h"
 #include "kube/errors.h"
 #include "kube/object.h"
@@ -211,6 +212,21 @@ kube::InformerOptions PreDownloadJobInformerOptions() {
   o.indexers[kube::kControllerUidIndex] = kube::ControllerUidIndexFunc();
   o.transform = kube::KeepOnlyMetadata({"uid", "ownerReferences", "deletionTimestamp"});
   return o;
+}
+
+kube::Informer* PreDownloadJobInformer(const ControllerContext& ctx, const std::string& controller,
+                                       absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make) {
+  kube::ListOptions probe;
+  probe.limit = 1;
+  auto served = ctx.client->List(kube::resources::ImagePullJobs(), "", probe);
+  if (!served.ok() && kube::IsNotFound(served.status())) {
+    Logger(controller)->warn("ImagePullJob CRD is not served: no image pre-download");
+    return nullptr;
+  }
+  if (ctx.shared != nullptr) {
+    return ctx.shared->Named(kPreDownloadJobInformer, &PreDownloadJobInformerOptions);
+  }
+  return make(PreDownloadJobInformerOptions());
 }
 
 absl::Status CarryOutPreDownload(kube::KubeClient* client, const Json& owner,

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "kube/client.h"
 #include "kube/informer.h"
+#include "manager/controller_group.h"
 #include "nlohmann/json.hpp"
 
 namespace kruise::manager::inplace {
@@ -102,6 +103,12 @@ PreDownloadPlan PlanImagePreDownload(const PreDownloadRequest& req);
 // kPreDownloadJobInformer).
 inline constexpr char kPreDownloadJobInformer[] = "imagepulljobs-metadata";
 kube::InformerOptions PreDownloadJobInformerOptions();
+
+// The ImagePullJob cache for a controller group that pre-downloads: ctx.shared's one
+// kPreDownloadJobInformer, or (no shared informers) one from `make`; null, with a warning in
+// `controller`'s log, when the ImagePullJob CRD is not served (a LIST probe).
+kube::Informer* PreDownloadJobInformer(const ControllerContext& ctx, const std::string& controller,
+                                       absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make);
 
 // `event(warning, reason, message)`: an event on the workload.
 using PreDownloadEvent = absl::FunctionRef<void(bool, const std::string&, const std::string&)>;

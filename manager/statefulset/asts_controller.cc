@@ -1041,15 +1041,7 @@ class StatefulSetGroup : public ControllerGroup {
                    : make(all[3]);
 
     if (ctx.feature_enabled(inplace::kPreDownloadGate)) {
-      auto jobs_served = ctx.client->List(res::ImagePullJobs(), "", probe);
-      if (!jobs_served.ok() && kube::IsNotFound(jobs_served.status())) {
-        Logger("statefulset")->warn("ImagePullJob CRD is not served: no image pre-download");
-      } else {
-        inf.image_pull_jobs = ctx.shared != nullptr
-                                  ? ctx.shared->Named(inplace::kPreDownloadJobInformer,
-                                                      &inplace::PreDownloadJobInformerOptions)
-                                  : make(inplace::PreDownloadJobInformerOptions());
-      }
+      inf.image_pull_jobs = inplace::PreDownloadJobInformer(ctx, "statefulset", make);
     }
 
     AstsReconcilerOptions ro;
