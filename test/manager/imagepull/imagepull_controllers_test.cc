@@ -20,6 +20,7 @@
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepull_util.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
 
@@ -66,19 +67,11 @@ class ImagePullControllersTest : public ::testing::Test {
     ASSERT_TRUE(Eventually([this] { return manager_->Elected(); }));
   }
 
-  // Waits (real time, bounded) until `pred` holds. The fake API server has no push channel for
-  // tests, so this re-checks every 5 ms until the deadline.
+  // Waits (real time, bounded) until `pred` holds (the fake API server has no push channel for
+  // tests).
   static bool Eventually(const std::function<bool()>& pred,
                          absl::Duration timeout = absl::Seconds(20)) {
-    absl::Mutex mu;
-    absl::MutexLock lock(&mu);
-    const absl::Time deadline = absl::Now() + timeout;
-    while (!pred()) {
-      if (absl::Now() >= deadline) return false;
-      static const bool kNever = false;
-      mu.AwaitWithTimeout(absl::Condition(&kNever), absl::Milliseconds(5));
-    }
-    return true;
+    return kube::testing_util::Eventually(pred, timeout);
   }
 
   Json Node(const std::string& name, Json labels, absl::Time ready_since) {

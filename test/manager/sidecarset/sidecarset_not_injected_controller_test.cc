@@ -27,6 +27,7 @@
 #include "manager/sidecarset/sidecarset_not_injected.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
 
@@ -41,17 +42,9 @@ using ::testing::Not;
 constexpr char kSets[] = "sidecarsets.apps.kruise.io";
 constexpr char kNs[] = "team";
 
-// Waits (real time, bounded) until `pred` holds, re-checking every 5 ms.
+// Waits (real time, bounded) until `pred` holds.
 bool Eventually(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(20)) {
-  absl::Mutex mu;
-  absl::MutexLock lock(&mu);
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() >= deadline) return false;
-    static const bool kNever = false;
-    mu.AwaitWithTimeout(absl::Condition(&kNever), absl::Milliseconds(5));
-  }
-  return true;
+  return kube::testing_util::Eventually(pred, timeout);
 }
 
 class NotInjectedTest : public ::testing::Test {

@@ -22,6 +22,7 @@
 #include "kube/resources.h"
 #include "manager/workloadspread/ws_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
+#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
 
@@ -209,17 +210,15 @@ class WsControllerTest : public testing::FakeClusterTest {
   // Waits for an event of `reason` whose message names `text` (the recorder writes
   // asynchronously).
   bool EventSeen(const std::string& reason, const std::string& text) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
+    return kube::testing_util::Eventually([&] {
       for (const Json& e : server_->List("events", kNs)) {
         if (e.value("reason", "") == reason &&
             e.value("message", "").find(text) != std::string::npos) {
           return true;
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+      return false;
+    });
   }
 
   WsInformers inf_;
@@ -538,12 +537,7 @@ class WsGroupTest : public WsControllerTest {
   }
   // Polls `check` against a deadline (the controller runs on its own threads).
   static bool Eventually(const std::function<bool()>& check) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (check()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return check();
+    return kube::testing_util::Eventually(check);
   }
   int Missing(const std::string& subset) {
     const Json s = SubsetStatus(subset);
