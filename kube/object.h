@@ -163,6 +163,7 @@ absl::StatusOr<Json> PatchIfUnchanged(KubeClient* client, const Resource& resour
 // top-level field of `next` (the whole /status when `obj` has none), and a `remove` of each key of
 // `removable` that the old status has and `next` lacks (a map the controller emptied). Send it to
 // the status subresource.
-Json StatusPatchOps(const Json& obj, const Json& next, const std::vector<std::string>& removable = {});
+Json StatusPatchOps(const Json& obj, const Json& next,
+                    const std::vector<std::string>& removable = {});
 
 }  // namespace kruise::kube

@@ -325,19 +325,19 @@ int main(int argc, char** argv) {
     const std::string ns = absl::StrCat("ns-", d % namespaces);
     const std::string name = absl::StrCat("deploy-", d);
     Json probe = kruise::testing::MakeRealisticPod(ns, "x", "", d);
-    Json tmpl = {{"metadata", {{"labels", {{"app", name}, {"pod-template-hash", absl::StrCat(r)}}}}},
-                 {"spec", probe["spec"]}};
+    Json tmpl = {
+        {"metadata", {{"labels", {{"app", name}, {"pod-template-hash", absl::StrCat(r)}}}}},
+        {"spec", probe["spec"]}};
     tmpl["spec"].erase("nodeName");
     std::string deployment_uid;
     if (r % 4 == 0) {
-      Json dep = {{"apiVersion", "apps/v1"},
-                  {"kind", "Deployment"},
-                  {"metadata", {{"name", name}, {"namespace", ns}, {"generation", 4}}},
-                  {"spec",
-                   {{"replicas", 3},
-                    {"selector", {{"matchLabels", {{"app", name}}}}},
-                    {"template", tmpl}}},
-                  {"status", {{"replicas", 3}, {"readyReplicas", 3}, {"observedGeneration", 4}}}};
+      Json dep = {
+          {"apiVersion", "apps/v1"},
+          {"kind", "Deployment"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"generation", 4}}},
+          {"spec",
+           {{"replicas", 3}, {"selector", {{"matchLabels", {{"app", name}}}}}, {"template", tmpl}}},
+          {"status", {{"replicas", 3}, {"readyReplicas", 3}, {"observedGeneration", 4}}}};
       deployment_uid = seed("deployments.apps", dep)["metadata"]["uid"].get<std::string>();
     }
     Json rs = {{"apiVersion", "apps/v1"},
@@ -346,9 +346,10 @@ int main(int argc, char** argv) {
                 {{"name", absl::StrCat(name, "-", r)},
                  {"namespace", ns},
                  {"labels", tmpl["metadata"]["labels"]},
-                 {"annotations", {{"deployment.kubernetes.io/revision", absl::StrCat(r % 4 + 1)},
-                                  {"deployment.kubernetes.io/desired-replicas", "3"},
-                                  {"deployment.kubernetes.io/max-replicas", "4"}}},
+                 {"annotations",
+                  {{"deployment.kubernetes.io/revision", absl::StrCat(r % 4 + 1)},
+                   {"deployment.kubernetes.io/desired-replicas", "3"},
+                   {"deployment.kubernetes.io/max-replicas", "4"}}},
                  {"ownerReferences",
                   {{{"apiVersion", "apps/v1"},
                     {"kind", "Deployment"},

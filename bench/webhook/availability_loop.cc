@@ -12,12 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "fmt/format.h"
+#include "kube/client.h"
+#include "kube/object.h"
 #include "manager/pub/pub_webhook.h"
 #include "manager/webhook/pod_handlers.h"
 #include "manager/webhook/pod_webhook.h"
 #include "manager/workloadspread/ws_webhook.h"
-#include "kube/client.h"
-#include "kube/object.h"
 
 namespace kruise::bench {
 namespace {
@@ -54,9 +54,10 @@ Json Spread(int i) {
       {"name": "zone-a", "replicas": 0, "missingReplicas": 1000000},
       {"name": "zone-b", "replicas": 0, "missingReplicas": -1}]}})");
   ws["metadata"] = {{"name", fmt::format("ws-{:03d}", i)}, {"namespace", kNs}};
-  ws["spec"]["targetRef"] = {{"apiVersion", "apps.kruise.io/v1alpha1"},
-                             {"kind", "CloneSet"},
-                             {"name", i == 42 ? std::string("web") : fmt::format("ws-target-{}", i)}};
+  ws["spec"]["targetRef"] = {
+      {"apiVersion", "apps.kruise.io/v1alpha1"},
+      {"kind", "CloneSet"},
+      {"name", i == 42 ? std::string("web") : fmt::format("ws-target-{}", i)}};
   return ws;
 }
 
@@ -120,8 +121,7 @@ class StatusStore final : public kube::KubeClient {
     return absl::UnimplementedError("update");
   }
   absl::StatusOr<Json> Patch(const kube::Resource&, const std::string&, const std::string& name,
-                             kube::PatchType type, const Json& patch,
-                             const std::string&) override {
+                             kube::PatchType type, const Json& patch, const std::string&) override {
     ++patches;
     auto it = objects_.find(name);
     if (it == objects_.end()) return absl::NotFoundError(name);
@@ -145,7 +145,7 @@ class StatusStore final : public kube::KubeClient {
     server_time += std::chrono::steady_clock::now() - server_start;
     if (!applied) return absl::InvalidArgumentError(failure);
     if (on_write) on_write(Json::parse(answer));  // the watch event the informer parses
-    return Json::parse(answer);                    // the reply the client parses
+    return Json::parse(answer);                   // the reply the client parses
   }
   // The time spent playing the API server (see Patch).
   std::chrono::duration<double, std::micro> server_time{0};
@@ -176,8 +176,7 @@ struct Case {
 
 }  // namespace
 
-int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int count,
-                            int batch) {
+int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int count, int batch) {
   batch = std::max(1, batch);
   StatusStore client;
   Clock* clock = Clock::Real();
@@ -193,8 +192,8 @@ int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int
     std::vector<std::unique_ptr<manager::webhook::PodMutator>> c;
     c.push_back(std::make_unique<manager::webhook::ReadinessGateInjector>(/*all_pods=*/false));
     if (with_spread) {
-      c.push_back(std::make_unique<manager::workloadspread::WorkloadSpreadInjector>(&spreads, &client,
-                                                                                    clock));
+      c.push_back(std::make_unique<manager::workloadspread::WorkloadSpreadInjector>(
+          &spreads, &client, clock));
     }
     return std::make_unique<manager::webhook::PodMutatingHandler>(
         std::move(c), manager::webhook::PodMutatingHandler::Options{});
@@ -300,8 +299,7 @@ int LoopAvailabilityReviews(const Json& review_pod, const Json& running_pod, int
     std::printf("%-42s median %8.2f us/review (%.2f-%.2f)\n", c.name.c_str(), v[v.size() / 2],
                 v.front(), v.back());
   }
-  std::printf("status writes (both kinds): %d patches; denied: %d\n", client.patches,
-              denied);
+  std::printf("status writes (both kinds): %d patches; denied: %d\n", client.patches, denied);
   return denied == 0 ? 0 : 1;
 }
 

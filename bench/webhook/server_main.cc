@@ -14,9 +14,9 @@
 
 #include <pthread.h>
 #include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
-
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -28,10 +28,10 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "bench/webhook/availability_loop.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/tls.h"
 #include "fmt/format.h"
-#include "common/clock.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "manager/webhook/crr_handlers.h"
 #include "manager/webhook/pod_handlers.h"
@@ -232,7 +232,8 @@ int main(int argc, char** argv) {
     review_text << review_in.rdbuf();
     Json review = Json::parse(review_text.str(), nullptr, /*allow_exceptions=*/false);
     if (!review.is_object() || !review["request"]["object"].is_object()) {
-      kruise::Logger("bench")->error("--loop-availability {}: no request.object", loop_availability);
+      kruise::Logger("bench")->error("--loop-availability {}: no request.object",
+                                     loop_availability);
       return 1;
     }
     return kruise::bench::LoopAvailabilityReviews(review["request"]["object"], pods.pod(),

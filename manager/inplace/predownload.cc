@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "common/logging.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "kube/errors.h"
 #include "kube/object.h"
 #include "kube/resources.h"
@@ -214,8 +214,9 @@ kube::InformerOptions PreDownloadJobInformerOptions() {
   return o;
 }
 
-kube::Informer* PreDownloadJobInformer(const ControllerContext& ctx, const std::string& controller,
-                                       absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make) {
+kube::Informer* PreDownloadJobInformer(
+    const ControllerContext& ctx, const std::string& controller,
+    absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make) {
   kube::ListOptions probe;
   probe.limit = 1;
   auto served = ctx.client->List(kube::resources::ImagePullJobs(), "", probe);

@@ -107,8 +107,9 @@ kube::InformerOptions PreDownloadJobInformerOptions();
 // The ImagePullJob cache for a controller group that pre-downloads: ctx.shared's one
 // kPreDownloadJobInformer, or (no shared informers) one from `make`; null, with a warning in
 // `controller`'s log, when the ImagePullJob CRD is not served (a LIST probe).
-kube::Informer* PreDownloadJobInformer(const ControllerContext& ctx, const std::string& controller,
-                                       absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make);
+kube::Informer* PreDownloadJobInformer(
+    const ControllerContext& ctx, const std::string& controller,
+    absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make);
 
 // `event(warning, reason, message)`: an event on the workload.
 using PreDownloadEvent = absl::FunctionRef<void(bool, const std::string&, const std::string&)>;

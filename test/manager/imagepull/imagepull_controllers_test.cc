@@ -20,9 +20,9 @@
 #include "manager/imagepull/imagepull_group.h"
 #include "manager/imagepull/imagepull_util.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
-#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
+#include "test/kube/informer_test_util.h"
 
 namespace kruise::manager {
 namespace {

@@ -27,9 +27,9 @@
 #include "manager/sidecarset/sidecarset_not_injected.h"
 #include "manager/sidecarset/sidecarset_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
-#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
+#include "test/kube/informer_test_util.h"
 
 namespace kruise::manager::sidecarset {
 namespace not_injected_controller_test {

@@ -22,9 +22,9 @@
 #include "kube/resources.h"
 #include "manager/workloadspread/ws_webhook.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
-#include "test/kube/informer_test_util.h"
 #include "test/fakes/apiserver/fake_cluster_test.h"
 #include "test/fakes/fake_clock.h"
+#include "test/kube/informer_test_util.h"
 
 namespace kruise::manager::workloadspread {
 namespace controller_test {
