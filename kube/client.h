@@ -120,4 +120,14 @@ class KubeClient {
                              const WatchHandler& handler, WatchCanceller* canceller) = 0;
 };
 
+// Whether the API server serves `r` (its CRD is installed): a LIST of one item. Only a 404 counts
+// as "not served"; any other failure counts as served, so that a passing API-server error does not
+// switch a controller or webhook off for the life of the process (its informer retries).
+inline bool Served(KubeClient* client, const Resource& r) {
+  ListOptions probe;
+  probe.limit = 1;
+  auto listed = client->List(r, "", probe);
+  return listed.ok() || listed.status().code() != absl::StatusCode::kNotFound;
+}
+
 }  // namespace kruise::kube

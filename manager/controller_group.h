@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -152,6 +154,31 @@ struct ControllerContext {
   // Worker count for a controller: the --<name>-workers flag or `fallback`.
   std::function<int(absl::string_view controller, int fallback)> workers =
       [](absl::string_view, int fallback) { return fallback; };
+};
+
+// What a group's Register() checks first: the parts every controller needs.
+inline absl::Status CheckControllerContext(const ControllerContext& ctx,
+                                           absl::string_view controller) {
+  if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(controller, " controller needs a client, manager and clock"));
+  }
+  return absl::OkStatus();
+}
+
+// The informers a group makes for itself (those it does not take from SharedInformers): each is
+// added to the manager and lives as long as the group. Register() time only.
+class OwnedInformers {
+ public:
+  kube::Informer* Make(const ControllerContext& ctx, kube::InformerOptions options) {
+    informers_.push_back(
+        std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(options)));
+    ctx.manager->AddInformer(informers_.back().get());
+    return informers_.back().get();
+  }
+
+ private:
+  std::vector<std::unique_ptr<kube::Informer>> informers_;
 };
 
 class ControllerGroup {

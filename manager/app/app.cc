@@ -432,10 +432,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   }
   bool inject_sidecars = false;
   if (gates.Enabled("PodWebhook")) {
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = client->List(kube::resources::SidecarSets(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    if (!kube::Served(client.get(), kube::resources::SidecarSets())) {
       log->warn("SidecarSet CRD is not served: no sidecar injection");
     } else {
       inject_sidecars = true;

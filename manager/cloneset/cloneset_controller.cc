@@ -862,21 +862,12 @@ class CloneSetGroup : public ControllerGroup {
   std::string Name() const override { return "cloneset"; }
 
   absl::Status Register(const ControllerContext& ctx) override {
-    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
-      return absl::InvalidArgumentError("cloneset controller needs a client, manager and clock");
-    }
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = ctx.client->List(res::CloneSets(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    RETURN_IF_ERROR(CheckControllerContext(ctx, "cloneset"));
+    if (!kube::Served(ctx.client, res::CloneSets())) {
       Logger("cloneset")->warn("CloneSet CRD is not served: CloneSet controller off");
       return absl::OkStatus();
     }
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     std::vector<kube::InformerOptions> all = CloneSetInformerOptions();
     CloneSetInformers inf;
     inf.clonesets = make(all[0]);
@@ -910,28 +901,13 @@ class CloneSetGroup : public ControllerGroup {
                          kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
     }
     // An orphan pod may be adopted by the CloneSets of its namespace whose selector matches it.
-    kube::Informer* sets = inf.clonesets;
-    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
-                         std::vector<kube::Request> out;
-                         if (kube::HasController(pod)) return out;
-                         auto in_ns =
-                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
-                         if (!in_ns.ok()) return out;
-                         for (const auto& cs : *in_ns) {
-                           const Json* s = kube::FindPath(*cs, {"spec", "selector"});
-                           auto sel = kube::LabelSelector::FromJson(s != nullptr ? *s : Json());
-                           if (sel.ok() && !sel->matches_everything() && sel->MatchesObject(pod)) {
-                             out.push_back({kube::Namespace(*cs), kube::Name(*cs)});
-                           }
-                         }
-                         return out;
-                       }));
+    controller_->Watch(inf.pods, workload::EnqueueAdopters(inf.clonesets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<CloneSetReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
 };

@@ -767,22 +767,13 @@ class DaemonSetGroup : public ControllerGroup {
   std::string Name() const override { return "daemonset"; }
 
   absl::Status Register(const ControllerContext& ctx) override {
-    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
-      return absl::InvalidArgumentError("daemonset controller needs a client, manager and clock");
-    }
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = ctx.client->List(AdvancedDaemonSets(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    RETURN_IF_ERROR(CheckControllerContext(ctx, "daemonset"));
+    if (!kube::Served(ctx.client, AdvancedDaemonSets())) {
       Logger("daemonset")->warn("Advanced DaemonSet CRD is not served: DaemonSet controller off");
       return absl::OkStatus();
     }
     std::vector<kube::InformerOptions> all = AdsInformerOptions();
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     AdsInformers inf;
     inf.daemonsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
@@ -824,27 +815,13 @@ class DaemonSetGroup : public ControllerGroup {
                        }),
                        {node_changed});
     // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
-    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
-                         std::vector<kube::Request> out;
-                         if (kube::HasController(pod)) return out;
-                         auto in_ns =
-                             sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(pod));
-                         if (!in_ns.ok()) return out;
-                         for (const auto& s : *in_ns) {
-                           const Json* sel = kube::FindPath(*s, {"spec", "selector"});
-                           auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-                           if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(pod)) {
-                             out.push_back({kube::Namespace(*s), kube::Name(*s)});
-                           }
-                         }
-                         return out;
-                       }));
+    controller_->Watch(inf.pods, workload::EnqueueAdopters(sets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<AdsReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
 };

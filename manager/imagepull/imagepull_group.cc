@@ -83,11 +83,7 @@ class ImagePullGroup : public ControllerGroup {
     node_images.version = version;
     jobs.version = version;
 
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     kube::Informer* nodes = ctx.shared != nullptr ? ctx.shared->Nodes()
                                                    : make(SharedInformers::NodeOptions());
     kube::InformerOptions o;
@@ -216,7 +212,7 @@ class ImagePullGroup : public ControllerGroup {
   }
 
   const ImagePullGroupOptions opts_;
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<PullSecretCopies> secrets_;
   std::unique_ptr<NodeImageReconciler> ni_reconciler_;
   std::unique_ptr<ImagePullJobReconciler> job_reconciler_;

@@ -217,10 +217,7 @@ kube::InformerOptions PreDownloadJobInformerOptions() {
 kube::Informer* PreDownloadJobInformer(
     const ControllerContext& ctx, const std::string& controller,
     absl::FunctionRef<kube::Informer*(kube::InformerOptions)> make) {
-  kube::ListOptions probe;
-  probe.limit = 1;
-  auto served = ctx.client->List(kube::resources::ImagePullJobs(), "", probe);
-  if (!served.ok() && kube::IsNotFound(served.status())) {
+  if (!kube::Served(ctx.client, kube::resources::ImagePullJobs())) {
     Logger(controller)->warn("ImagePullJob CRD is not served: no image pre-download");
     return nullptr;
   }

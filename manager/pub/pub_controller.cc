@@ -210,18 +210,11 @@ class PubGroup final : public ControllerGroup {
         !ctx.feature_enabled("PodUnavailableBudgetUpdateGate")) {
       return absl::OkStatus();
     }
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = ctx.client->List(PubResource(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    if (!kube::Served(ctx.client, PubResource())) {
       Logger("pub")->warn("PodUnavailableBudget CRD is not served: PUB controller off");
       return absl::OkStatus();
     }
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     PubInformers inf;
     inf.pubs = ctx.shared != nullptr ? ctx.shared->Named(kPubInformer, &PubInformerOptions)
                                      : make(PubInformerOptions());
@@ -253,7 +246,7 @@ class PubGroup final : public ControllerGroup {
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   PubCache cache_;
   std::unique_ptr<PubReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;

@@ -301,10 +301,7 @@ BudgetVerdict JudgeDisruption(const PubCache& cache, kube::KubeClient* client, C
 bool RegisterPubHandlers(webhook::HandlerRegistry* registry, const PubCache* cache,
                          kube::KubeClient* client, webhook::PodReader* pods,
                          const PubHandlerOptions& opts) {
-  kube::ListOptions probe;
-  probe.limit = 1;
-  auto served = client->List(PubResource(), "", probe);
-  if (!served.ok() && kube::IsNotFound(served.status())) {
+  if (!kube::Served(client, PubResource())) {
     Logger("pub")->warn("PodUnavailableBudget CRD is not served: no PUB webhooks");
     return false;
   }

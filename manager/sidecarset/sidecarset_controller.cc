@@ -384,21 +384,12 @@ class SidecarSetGroup : public ControllerGroup {
   std::string Name() const override { return "sidecarset"; }
 
   absl::Status Register(const ControllerContext& ctx) override {
-    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
-      return absl::InvalidArgumentError("sidecarset controller needs a client, manager and clock");
-    }
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = ctx.client->List(res::SidecarSets(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    RETURN_IF_ERROR(CheckControllerContext(ctx, "sidecarset"));
+    if (!kube::Served(ctx.client, res::SidecarSets())) {
       Logger("sidecarset")->warn("SidecarSet CRD is not served: SidecarSet controller off");
       return absl::OkStatus();
     }
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     SidecarSetInformers inf;
     // The same SidecarSet and Namespace caches as the pod webhook's (manager/app).
     auto shared = [&](const char* name, kube::InformerOptions (*options)()) {
@@ -459,7 +450,7 @@ class SidecarSetGroup : public ControllerGroup {
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<SidecarSetReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
   CreatedSidecarSets created_sets_;

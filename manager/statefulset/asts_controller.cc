@@ -995,43 +995,19 @@ std::vector<kube::InformerOptions> AstsInformerOptions() {
 
 namespace {
 
-// The sets of `obj`'s namespace whose (non-empty) selector matches its labels.
-std::vector<kube::Request> SetsSelecting(kube::Informer* sets, const Json& obj) {
-  std::vector<kube::Request> out;
-  auto in_ns = sets->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(obj));
-  if (!in_ns.ok()) return out;
-  for (const auto& s : *in_ns) {
-    const Json* sel = kube::FindPath(*s, {"spec", "selector"});
-    auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-    if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(obj)) {
-      out.push_back({kube::Namespace(*s), kube::Name(*s)});
-    }
-  }
-  return out;
-}
-
 class StatefulSetGroup : public ControllerGroup {
  public:
   std::string Name() const override { return "statefulset"; }
 
   absl::Status Register(const ControllerContext& ctx) override {
-    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
-      return absl::InvalidArgumentError("statefulset controller needs a client, manager and clock");
-    }
-    kube::ListOptions probe;
-    probe.limit = 1;
-    auto served = ctx.client->List(AdvancedStatefulSets(), "", probe);
-    if (!served.ok() && kube::IsNotFound(served.status())) {
+    RETURN_IF_ERROR(CheckControllerContext(ctx, "statefulset"));
+    if (!kube::Served(ctx.client, AdvancedStatefulSets())) {
       Logger("statefulset")
           ->warn("Advanced StatefulSet CRD is not served: StatefulSet controller off");
       return absl::OkStatus();
     }
     std::vector<kube::InformerOptions> all = AstsInformerOptions();
-    auto make = [&](kube::InformerOptions o) {
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, std::move(o)));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
-    };
+    auto make = [&](kube::InformerOptions o) { return informers_.Make(ctx, std::move(o)); };
     AstsInformers inf;
     inf.statefulsets = make(all[0]);
     inf.pods = ctx.shared != nullptr ? ctx.shared->Pods() : make(all[1]);
@@ -1068,20 +1044,17 @@ class StatefulSetGroup : public ControllerGroup {
     // namespace whose selector matches its labels (claims carry the selector's matchLabels).
     kube::Informer* sets = inf.statefulsets;
     controller_->Watch(inf.pvcs, kube::EnqueueMapped([sets](const Json& claim) {
-                         return SetsSelecting(sets, claim);
+                         return workload::WorkloadsSelecting(sets, claim);
                        }),
                        {kube::ResourceVersionChanged()});
     // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
-    controller_->Watch(inf.pods, kube::EnqueueMapped([sets](const Json& pod) {
-                         if (kube::HasController(pod)) return std::vector<kube::Request>{};
-                         return SetsSelecting(sets, pod);
-                       }));
+    controller_->Watch(inf.pods, workload::EnqueueAdopters(sets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<AstsReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
 };

@@ -100,4 +100,25 @@ void FeedExpectations(kube::Informer* pods, kube::ScaleExpectations* scale,
   });
 }
 
+std::vector<kube::Request> WorkloadsSelecting(kube::Informer* workloads, const kube::Json& obj) {
+  std::vector<kube::Request> out;
+  auto in_ns = workloads->store().ByIndex(kube::kNamespaceIndex, kube::Namespace(obj));
+  if (!in_ns.ok()) return out;
+  for (const auto& w : *in_ns) {
+    const kube::Json* sel = kube::FindPath(*w, {"spec", "selector"});
+    auto ls = kube::LabelSelector::FromJson(sel != nullptr ? *sel : kube::Json());
+    if (ls.ok() && !ls->matches_everything() && ls->MatchesObject(obj)) {
+      out.push_back({kube::Namespace(*w), kube::Name(*w)});
+    }
+  }
+  return out;
+}
+
+kube::EventMapper EnqueueAdopters(kube::Informer* workloads) {
+  return kube::EnqueueMapped([workloads](const kube::Json& pod) {
+    if (kube::HasController(pod)) return std::vector<kube::Request>{};
+    return WorkloadsSelecting(workloads, pod);
+  });
+}
+
 }  // namespace kruise::manager::workload

@@ -14,6 +14,8 @@
 //  - FeedExpectations: the pod informer's events into the controller's expectations: a create or
 //    a delete (a pod turning terminating counts as deleted) is observed under the key `owner_key`
 //    gives the pod (skipped when ""), and every update/delete under the pod's resourceVersion.
+//  - WorkloadsSelecting / EnqueueAdopters: which workloads to wake for an object their selector
+//    matches (an orphan pod they may adopt; a claim of theirs).
 //
 // Thread-safety: ClaimPods may run concurrently for different workloads; the callbacks are the
 // caller's.
@@ -24,6 +26,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "kube/controller.h"
 #include "kube/expectations.h"
 #include "kube/informer.h"
 #include "kube/object.h"
@@ -44,6 +47,14 @@ absl::StatusOr<std::vector<kube::Json>> ClaimPods(
     const PodClaim& claim,
     absl::FunctionRef<absl::StatusOr<kube::Json>(const kube::Json&, const kube::Json&)> patch,
     absl::FunctionRef<void(const std::string&, const std::string&)> event);
+
+// The workloads of `workloads` (an informer with kube::kNamespaceIndex) in `obj`'s namespace whose
+// non-empty spec.selector matches `obj`'s labels.
+std::vector<kube::Request> WorkloadsSelecting(kube::Informer* workloads, const kube::Json& obj);
+
+// For a watch of the pod informer: a pod without a controller wakes the workloads that may adopt
+// it (WorkloadsSelecting); a controlled pod wakes none.
+kube::EventMapper EnqueueAdopters(kube::Informer* workloads);
 
 void FeedExpectations(kube::Informer* pods, kube::ScaleExpectations* scale,
                       kube::ResourceVersionExpectations* rv,

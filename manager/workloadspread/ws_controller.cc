@@ -67,13 +67,6 @@ std::string Str(const Json& obj, const char* key) {
   return v != nullptr && v->is_string() ? v->get<std::string>() : "";
 }
 
-bool Served(kube::KubeClient* client, const kube::Resource& r) {
-  kube::ListOptions probe;
-  probe.limit = 1;
-  auto served = client->List(r, "", probe);
-  return served.ok() || !kube::IsNotFound(served.status());
-}
-
 // What the controller reads of a pod (see WsPodFactsChanged).
 Json PodFacts(const Json& pod) {
   Json f = Json::object();
@@ -345,35 +338,28 @@ absl::StatusOr<kube::Result> WorkloadSpreadReconciler::Reconcile(const kube::Req
 
 namespace {
 
-using ws_controller_impl::Served;
-
 class WorkloadSpreadGroup final : public ControllerGroup {
  public:
   std::string Name() const override { return "workloadspread"; }
 
   absl::Status Register(const ControllerContext& ctx) override {
     if (!ctx.feature_enabled("WorkloadSpread")) return absl::OkStatus();
-    if (ctx.client == nullptr || ctx.manager == nullptr || ctx.clock == nullptr) {
-      return absl::InvalidArgumentError(
-          "workloadspread controller needs a client, manager and clock");
-    }
-    if (!Served(ctx.client, WorkloadSpreadResource())) {
+    RETURN_IF_ERROR(CheckControllerContext(ctx, "workloadspread"));
+    if (!kube::Served(ctx.client, WorkloadSpreadResource())) {
       Logger("workloadspread")
           ->warn("WorkloadSpread CRD is not served: WorkloadSpread controller off");
       return absl::OkStatus();
     }
     auto named = [&](const std::string& name, std::function<kube::InformerOptions()> options) {
       if (ctx.shared != nullptr) return ctx.shared->Named(name, options);
-      informers_.push_back(std::make_unique<kube::Informer>(ctx.client, ctx.clock, options()));
-      ctx.manager->AddInformer(informers_.back().get());
-      return informers_.back().get();
+      return informers_.Make(ctx, options());
     };
     WsInformers inf;
     inf.workloadspreads = named(kWorkloadSpreadInformer, &WorkloadSpreadInformerOptions);
     inf.pods =
         ctx.shared != nullptr ? ctx.shared->Pods() : named("pods", &SharedInformers::PodOptions);
     for (const WsTargetKind& k : WsTargetKinds()) {
-      if (!Served(ctx.client, k.resource)) continue;  // e.g. no Advanced StatefulSet CRD
+      if (!kube::Served(ctx.client, k.resource)) continue;  // e.g. no Advanced StatefulSet CRD
       inf.targets[k.Key()] =
           named(absl::StrCat("workloadspread-targets-", k.resource.resource, ".", k.group),
                 [k] { return WsTargetInformerOptions(k); });
@@ -431,7 +417,7 @@ class WorkloadSpreadGroup final : public ControllerGroup {
   }
 
  private:
-  std::vector<std::unique_ptr<kube::Informer>> informers_;
+  OwnedInformers informers_;
   std::unique_ptr<WorkloadSpreadReconciler> reconciler_;
   std::unique_ptr<kube::Controller> controller_;
 };

@@ -383,10 +383,7 @@ absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::
 bool RegisterWorkloadSpreadHandlers(webhook::HandlerRegistry* registry,
                                     const WorkloadSpreadCache* cache, kube::KubeClient* client,
                                     bool enabled) {
-  kube::ListOptions probe;
-  probe.limit = 1;
-  auto served = client->List(WorkloadSpreadResource(), "", probe);
-  if (!served.ok() && kube::IsNotFound(served.status())) {
+  if (!kube::Served(client, WorkloadSpreadResource())) {
     Logger("workloadspread")->warn("WorkloadSpread CRD is not served: no WorkloadSpread webhooks");
     return false;
   }
