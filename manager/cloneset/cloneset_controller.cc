@@ -103,56 +103,10 @@ struct CloneSetReconciler::Context {
 CloneSetReconciler::CloneSetReconciler(kube::KubeClient* client, CloneSetInformers informers,
                                        kube::EventRecorder* recorder,
                                        CloneSetReconcilerOptions opts)
-    : client_(client),
-      inf_(informers),
-      recorder_(recorder),
-      opts_(opts),
-      scale_expectations_(opts.clock),
-      rv_expectations_(opts.clock) {}
+    : client_(client), inf_(informers), opts_(opts), writer_(client, recorder, opts.clock) {}
 
 void CloneSetReconciler::ObserveThrough(kube::Informer* informer) {
-  informer->AddEventHandler({
-      .on_add = [this](const Json& obj) { ObserveCreate(obj); },
-      .on_update = [this](const Json&, const Json& obj) { ObserveUpdate(obj); },
-      .on_delete = [this](const Json& obj, bool) { ObserveDelete(obj); },
-  });
-}
-
-void CloneSetReconciler::ObserveCreate(const Json& obj) {
-  std::string key = OwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kCreate, kube::Name(obj));
-  }
-}
-
-void CloneSetReconciler::ObserveDelete(const Json& obj) {
-  std::string key = OwnerKey(obj);
-  if (!key.empty()) {
-    scale_expectations_.Observe(key, kube::ScaleExpectations::Action::kDelete, kube::Name(obj));
-  }
-  rv_expectations_.Delete(kube::NamespacedName(obj));
-}
-
-void CloneSetReconciler::ObserveUpdate(const Json& obj) {
-  rv_expectations_.Observe(obj);
-  // A pod that turns terminating counts as deleted for scale-down purposes.
-  if (kube::IsBeingDeleted(obj)) ObserveDelete(obj);
-}
-
-void CloneSetReconciler::Event(const Json& cs, bool warning, const std::string& reason,
-                               const std::string& message) {
-  if (recorder_ != nullptr) {
-    recorder_->Event(cs, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
-                     message);
-  }
-}
-
-absl::StatusOr<Json> CloneSetReconciler::PatchPod(const Json& pod, const Json& ops,
-                                                  const std::string& subresource) {
-  ASSIGN_OR_RETURN(Json patched,
-                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
-  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
-  return patched;
+  writer_.ObserveThrough(informer, OwnerKey);
 }
 
 std::string CloneSetReconciler::RandomInstanceId(const std::vector<Json>& pods,
@@ -164,20 +118,6 @@ std::string CloneSetReconciler::RandomInstanceId(const std::vector<Json>& pods,
   absl::MutexLock lock(&rng_mu_);
   return NewInstanceId([&](const std::string& id) { return taken.count(id) > 0; },
                        [&](size_t n) { return absl::Uniform<size_t>(rng_, 0, n); });
-}
-
-absl::StatusOr<std::vector<Json>> CloneSetReconciler::ClaimPods(
-    const Json& cs, const kube::LabelSelector& selector) {
-  workload::PodClaim claim;
-  claim.owner = &cs;
-  claim.owner_ref = OwnerRefJson(cs);
-  claim.selector = &selector;
-  claim.pods = inf_.pods;
-  return workload::ClaimPods(
-      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
-      [&](const std::string& reason, const std::string& message) {
-        Event(cs, false, reason, message);
-      });
 }
 
 absl::StatusOr<std::optional<Json>> CloneSetReconciler::SyncRevisions(Context& ctx) {
@@ -329,30 +269,36 @@ absl::Status CloneSetReconciler::CreatePods(Context& ctx, int count, int old_rev
           pmeta["ownerReferences"] = Json::array({OwnerRefJson(ctx.cs)});
           pvc["metadata"] = std::move(pmeta);
           pvc["spec"] = vct.contains("spec") ? vct["spec"] : Json::object();
-          scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
+          writer_.scale_expectations().Expect(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                              claim);
           auto made = client_->Create(res::PersistentVolumeClaims(), ns, pvc);
           if (!made.ok() && !kube::IsAlreadyExists(made.status())) {
-            scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
-            Event(ctx.cs, true, "FailedCreate",
-                  absl::StrCat("failed to create pvc ", claim, ": ", made.status().message()));
+            writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                                 claim);
+            writer_.Event(
+                ctx.cs, true, "FailedCreate",
+                absl::StrCat("failed to create pvc ", claim, ": ", made.status().message()));
             return made.status();
           }
           if (!made.ok()) {
-            scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, claim);
+            writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                                 claim);
           }
           existing_pvcs.insert(claim);
         }
       }
       pod["spec"] = std::move(spec);
-      scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, name);
+      writer_.scale_expectations().Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, name);
       auto made = client_->Create(res::Pods(), ns, pod);
       if (!made.ok()) {
-        scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, name);
-        Event(ctx.cs, true, "FailedCreate",
-              absl::StrCat("failed to create pod ", name, ": ", made.status().message()));
+        writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                             name);
+        writer_.Event(ctx.cs, true, "FailedCreate",
+                      absl::StrCat("failed to create pod ", name, ": ", made.status().message()));
         return made.status();
       }
-      Event(ctx.cs, false, "SuccessfulCreate", absl::StrCat("succeed to create pod ", name));
+      writer_.Event(ctx.cs, false, "SuccessfulCreate",
+                    absl::StrCat("succeed to create pod ", name));
     }
   }
   return absl::OkStatus();
@@ -365,7 +311,7 @@ absl::StatusOr<Json> CloneSetReconciler::SetKruisePodReady(const Json& pod, bool
   Json ops = workload::KruisePodReadyOps(pod, ready, reason, message, now);
   if (ops.empty()) return pod;
   ops.insert(ops.begin(), TestRv(pod));
-  return PatchPod(pod, ops, "status");
+  return writer_.PatchPod(pod, ops, "status");
 }
 
 absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
@@ -374,29 +320,25 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
     if (view.lifecycle_state == kStatePreparingDelete) return absl::OkStatus();
     Json ops = workload::LifecycleStateOps(pod, kStatePreparingDelete, ctx.now);
     ops.insert(ops.begin(), TestRv(pod));
-    ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
+    ASSIGN_OR_RETURN(Json patched, writer_.PatchPod(pod, ops));
     if (ctx.spec.pre_delete->mark_pod_not_ready) {
       RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingDelete,
                                         "the CloneSet's preDelete hook holds this pod", ctx.now)
                           .status());
     }
-    Event(ctx.cs, false, "PreparingDelete",
-          absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
+    writer_.Event(ctx.cs, false, "PreparingDelete",
+                  absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
     return absl::OkStatus();
   }
-  const std::string ns = kube::Namespace(pod);
-  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
-  kube::DeleteOptions del;
-  del.precondition_uid = kube::Uid(pod);
-  absl::Status st = client_->Delete(res::Pods(), ns, kube::Name(pod), del);
+  absl::Status st = writer_.Delete(ctx.key, res::Pods(), pod);
   if (!st.ok()) {
-    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
     if (kube::IsNotFound(st)) return absl::OkStatus();
-    Event(ctx.cs, true, "FailedDelete",
-          absl::StrCat("failed to delete pod ", kube::Name(pod), ": ", st.message()));
+    writer_.Event(ctx.cs, true, "FailedDelete",
+                  absl::StrCat("failed to delete pod ", kube::Name(pod), ": ", st.message()));
     return st;
   }
-  Event(ctx.cs, false, "SuccessfulDelete", absl::StrCat("succeed to delete pod ", kube::Name(pod)));
+  writer_.Event(ctx.cs, false, "SuccessfulDelete",
+                absl::StrCat("succeed to delete pod ", kube::Name(pod)));
   // Its PVCs go with it.
   auto id = kube::Label(pod, kInstanceIdLabel);
   if (!id.has_value()) return absl::OkStatus();
@@ -404,15 +346,8 @@ absl::Status CloneSetReconciler::RemovePod(Context& ctx, const Json& pod) {
                    inf_.pvcs->store().ByIndex(kube::kControllerUidIndex, kube::Uid(ctx.cs)));
   for (const auto& pvc : pvcs) {
     if (kube::Label(*pvc, kInstanceIdLabel) != id || kube::IsBeingDeleted(*pvc)) continue;
-    scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(*pvc));
-    kube::DeleteOptions pdel;
-    pdel.precondition_uid = kube::Uid(*pvc);
-    absl::Status pst = client_->Delete(res::PersistentVolumeClaims(), ns, kube::Name(*pvc), pdel);
-    if (!pst.ok()) {
-      scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete,
-                                  kube::Name(*pvc));
-      if (!kube::IsNotFound(pst)) return pst;
-    }
+    absl::Status pst = writer_.Delete(ctx.key, res::PersistentVolumeClaims(), *pvc);
+    if (!pst.ok() && !kube::IsNotFound(pst)) return pst;
   }
   return absl::OkStatus();
 }
@@ -443,7 +378,7 @@ absl::Status CloneSetReconciler::PreDownloadImages(Context& ctx) {
   return inplace::CarryOutPreDownload(
       client_, ctx.cs, ctx.update_revision_name, inplace::PlanImagePreDownload(req),
       [&](bool warning, const std::string& reason, const std::string& message) {
-        Event(ctx.cs, warning, reason, message);
+        writer_.Event(ctx.cs, warning, reason, message);
       });
 }
 
@@ -464,14 +399,14 @@ absl::StatusOr<bool> CloneSetReconciler::Scale(Context& ctx) {
     for (size_t i : plan.back_to_normal) {
       Json ops = Json::array({TestRv(ctx.pods[i])});
       AppendMapOps(ctx.pods[i], "/metadata/labels", {{kLifecycleStateLabel, kStateNormal}}, &ops);
-      RETURN_IF_ERROR(PatchPod(ctx.pods[i], ops).status());
+      RETURN_IF_ERROR(writer_.PatchPod(ctx.pods[i], ops).status());
     }
     return true;
   }
   if (plan.create > 0) {
-    Event(ctx.cs, false, "ScaleUp",
-          absl::StrCat("creating ", plan.create, " pods (", plan.create_old_revision,
-                       " at the current revision)"));
+    writer_.Event(ctx.cs, false, "ScaleUp",
+                  absl::StrCat("creating ", plan.create, " pods (", plan.create_old_revision,
+                               " at the current revision)"));
     RETURN_IF_ERROR(CreatePods(ctx, plan.create, plan.create_old_revision));
     return true;
   }
@@ -493,7 +428,7 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     Json initial = inplace::InitialReadinessGateOps(
         pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
     if (!initial.empty()) {
-      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, initial, "status").status());
       modified = true;
       continue;
     }
@@ -503,7 +438,7 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     if (Json ops = workload::RestoreKruisePodReadyOps(pod, view.lifecycle_state, ctx.now);
         !ops.empty()) {
       ops.insert(ops.begin(), TestRv(pod));
-      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
     }
@@ -520,7 +455,7 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     using Step = inplace::InPlaceUpdateCheck::Step;
     if (check.step == Step::kInGrace) continue;
     if (check.step == Step::kGraceOver) {
-      RETURN_IF_ERROR(PatchPod(pod, check.pod_ops).status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, check.pod_ops).status());
       modified = true;
       continue;
     }
@@ -535,14 +470,14 @@ absl::StatusOr<bool> CloneSetReconciler::Refresh(Context& ctx) {
     if (!next.has_value()) continue;
     Json patched = pod;
     if (completed && !check.status_ops.empty()) {
-      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
+      ASSIGN_OR_RETURN(patched, writer_.PatchPod(pod, check.status_ops, "status"));
     }
     Json ops = workload::LifecycleStateOps(patched, *next, ctx.now);
     ops.insert(ops.begin(), TestRv(patched));
-    RETURN_IF_ERROR(PatchPod(patched, ops).status());
+    RETURN_IF_ERROR(writer_.PatchPod(patched, ops).status());
     if (completed) {
-      Event(ctx.cs, false, "InPlaceUpdateCompleted",
-            absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+      writer_.Event(ctx.cs, false, "InPlaceUpdateCompleted",
+                    absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
     }
     modified = true;
   }
@@ -557,24 +492,7 @@ absl::Status CloneSetReconciler::UpdatePodInPlace(Context& ctx, const Json& pod,
   po.grace_period_seconds = ctx.spec.grace_period_seconds;
   po.labels = {{kLifecycleStateLabel, kStateUpdating}};
   po.annotations = {{kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
-  auto patched = inplace::ApplyInPlaceUpdate(
-      pod, update, po, ctx.now,
-      [this](const Json& p, const Json& ops, const std::string& sub) {
-        return PatchPod(p, ops, sub);
-      },
-      [this](const Json& p) {
-        return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
-      });
-  if (!patched.ok()) {
-    Event(ctx.cs, true, "FailedUpdatePodInPlace",
-          absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
-                       update.revision, "): ", patched.status().message()));
-    return patched.status();
-  }
-  Event(ctx.cs, false, "SuccessfulUpdatePodInPlace",
-        absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
-                     update.revision, ")"));
-  return absl::OkStatus();
+  return writer_.UpdateInPlace(ctx.cs, pod, update, po, ctx.now, update.revision);
 }
 
 absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
@@ -627,7 +545,7 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
               pod, kStatePreparingUpdate, ctx.now,
               hook.put_hook_back ? &*ctx.spec.in_place_update : nullptr);
           ops.insert(ops.begin(), TestRv(pod));
-          ASSIGN_OR_RETURN(Json patched, PatchPod(pod, ops));
+          ASSIGN_OR_RETURN(Json patched, writer_.PatchPod(pod, ops));
           if (hook.mark_not_ready) {
             RETURN_IF_ERROR(SetKruisePodReady(patched, false, kStatePreparingUpdate,
                                               "the CloneSet's inPlaceUpdate hook holds this pod",
@@ -642,9 +560,9 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
         continue;
       }
       if (ctx.spec.update_type == kInPlaceOnly) {
-        Event(ctx.cs, true, "FailedUpdatePodInPlace",
-              absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (", why_not,
-                           ") and the strategy is InPlaceOnly"));
+        writer_.Event(ctx.cs, true, "FailedUpdatePodInPlace",
+                      absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (",
+                                   why_not, ") and the strategy is InPlaceOnly"));
         return absl::FailedPreconditionError(absl::StrCat(
             "pod ", kube::Name(pod), ": InPlaceOnly but cannot update in place: ", why_not));
       }
@@ -652,15 +570,16 @@ absl::StatusOr<bool> CloneSetReconciler::Update(Context& ctx) {
     // Recreate: mark it; the scale step deletes it and creates a replacement.
     Json ops = Json::array({TestRv(pod)});
     AppendMapOps(pod, "/metadata/labels", {{kSpecifiedDeleteLabel, "true"}}, &ops);
-    RETURN_IF_ERROR(PatchPod(pod, ops).status());
-    Event(ctx.cs, false, "SuccessfulUpdatePodReCreate",
-          absl::StrCat("successfully patch pod ", kube::Name(pod),
-                       " specified-delete for update(revision ", ctx.update_revision_name, ")"));
+    RETURN_IF_ERROR(writer_.PatchPod(pod, ops).status());
+    writer_.Event(
+        ctx.cs, false, "SuccessfulUpdatePodReCreate",
+        absl::StrCat("successfully patch pod ", kube::Name(pod),
+                     " specified-delete for update(revision ", ctx.update_revision_name, ")"));
     modified = true;
   }
   if (!held.empty()) {
     ctx.held = true;
-    Event(ctx.cs, true, inplace::kDisruptionDeniedReason, held.Message());
+    writer_.Event(ctx.cs, true, inplace::kDisruptionDeniedReason, held.Message());
   }
   return modified;
 }
@@ -736,37 +655,39 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
   ctx.now = opts_.clock->Now();
   auto cached = inf_.clonesets->store().Get(req.ns, req.name);
   if (cached == nullptr) {
-    scale_expectations_.Delete(ctx.key);
+    writer_.scale_expectations().Delete(ctx.key);
     return kube::Result{};
   }
   ctx.cs = *cached;
-  if (!scale_expectations_.Satisfied(ctx.key)) {
+  if (!writer_.scale_expectations().Satisfied(ctx.key)) {
     return kube::Result{opts_.expectation_recheck};  // events bring us back sooner
   }
   auto spec = ParseCloneSetSpec(ctx.cs);
   if (!spec.ok()) {
-    Event(ctx.cs, true, "InvalidSpec", std::string(spec.status().message()));
+    writer_.Event(ctx.cs, true, "InvalidSpec", std::string(spec.status().message()));
     return kube::TerminalError(spec.status());
   }
   ctx.spec = *std::move(spec);
   auto numbers = ScaleNumbers(ctx.spec);
   if (!numbers.ok()) {
-    Event(ctx.cs, true, "InvalidSpec", std::string(numbers.status().message()));
+    writer_.Event(ctx.cs, true, "InvalidSpec", std::string(numbers.status().message()));
     return kube::TerminalError(numbers.status());
   }
   ctx.numbers = *numbers;
   const Json* sel = kube::FindPath(ctx.cs, {"spec", "selector"});
   auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
   if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    Event(ctx.cs, true, "InvalidSelector", "spec.selector must select some pods");
+    writer_.Event(ctx.cs, true, "InvalidSelector", "spec.selector must select some pods");
     return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
   }
   ctx.selector = *std::move(selector);
 
-  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx.cs, ctx.selector));
+  ASSIGN_OR_RETURN(std::vector<Json> claimed,
+                   writer_.ClaimPods(ctx.cs, OwnerRefJson(ctx.cs), ctx.selector, inf_.pods));
   if (kube::IsBeingDeleted(ctx.cs)) return kube::Result{};
   for (Json& p : claimed) {
-    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    if (!writer_.rv_expectations().SatisfiedByCache(p))
+      return kube::Result{opts_.expectation_recheck};
     if (IsActive(p)) ctx.pods.push_back(std::move(p));
   }
   ASSIGN_OR_RETURN(auto revision, SyncRevisions(ctx));

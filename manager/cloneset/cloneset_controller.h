@@ -53,6 +53,7 @@
 #include "manager/controller_group.h"
 #include "manager/inplace/disruption_gate.h"
 #include "manager/inplace/inplace_update.h"
+#include "manager/workload/pod_writer.h"
 
 namespace kruise::manager::cloneset {
 
@@ -89,12 +90,7 @@ class CloneSetReconciler final : public kube::Reconciler {
   void ObserveThrough(kube::Informer* informer);
 
  private:
-  void ObserveCreate(const kube::Json& obj);
-  void ObserveDelete(const kube::Json& obj);
-  void ObserveUpdate(const kube::Json& obj);
   struct Context;
-  absl::StatusOr<std::vector<kube::Json>> ClaimPods(const kube::Json& cs,
-                                                    const kube::LabelSelector& selector);
   absl::StatusOr<std::optional<kube::Json>> SyncRevisions(Context& ctx);
   absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Scale(Context& ctx);
@@ -110,19 +106,13 @@ class CloneSetReconciler final : public kube::Reconciler {
   absl::StatusOr<kube::Json> SetKruisePodReady(const kube::Json& pod, bool ready,
                                                const std::string& reason,
                                                const std::string& message, absl::Time now);
-  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
-                                      const std::string& subresource = "");
-  void Event(const kube::Json& cs, bool warning, const std::string& reason,
-             const std::string& message);
   std::string RandomInstanceId(const std::vector<kube::Json>& pods,
                                const std::vector<std::string>& reserved);
 
   kube::KubeClient* const client_;
   const CloneSetInformers inf_;
-  kube::EventRecorder* const recorder_;
   const CloneSetReconcilerOptions opts_;
-  kube::ScaleExpectations scale_expectations_;
-  kube::ResourceVersionExpectations rv_expectations_;
+  workload::PodWriter writer_;
   absl::Mutex rng_mu_;
   absl::BitGen rng_ ABSL_GUARDED_BY(rng_mu_);
 };

@@ -168,44 +168,10 @@ struct AdsReconciler::Context {
 
 AdsReconciler::AdsReconciler(kube::KubeClient* client, AdsInformers informers,
                              kube::EventRecorder* recorder, AdsReconcilerOptions opts)
-    : client_(client),
-      inf_(informers),
-      recorder_(recorder),
-      opts_(opts),
-      scale_expectations_(opts.clock),
-      rv_expectations_(opts.clock) {}
+    : client_(client), inf_(informers), opts_(opts), writer_(client, recorder, opts.clock) {}
 
 void AdsReconciler::ObserveThrough(kube::Informer* pods) {
-  workload::FeedExpectations(pods, &scale_expectations_, &rv_expectations_, AdsOwnerKey);
-}
-
-void AdsReconciler::Event(const Json& set, bool warning, const std::string& reason,
-                          const std::string& message) {
-  if (recorder_ != nullptr) {
-    recorder_->Event(set, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
-                     message);
-  }
-}
-
-absl::StatusOr<Json> AdsReconciler::PatchPod(const Json& pod, const Json& ops,
-                                             const std::string& subresource) {
-  ASSIGN_OR_RETURN(Json patched,
-                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
-  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
-  return patched;
-}
-
-absl::StatusOr<std::vector<Json>> AdsReconciler::ClaimPods(Context& ctx) {
-  workload::PodClaim claim;
-  claim.owner = &ctx.set;
-  claim.owner_ref = AdsOwnerRef(ctx.set);
-  claim.selector = &ctx.selector;
-  claim.pods = inf_.pods;
-  return workload::ClaimPods(
-      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
-      [&](const std::string& reason, const std::string& message) {
-        Event(ctx.set, false, reason, message);
-      });
+  writer_.ObserveThrough(pods, AdsOwnerKey);
 }
 
 absl::StatusOr<bool> AdsReconciler::SyncRevisions(Context& ctx) {
@@ -264,7 +230,7 @@ absl::Status AdsReconciler::PreDownloadImages(Context& ctx) {
   return inplace::CarryOutPreDownload(
       client_, ctx.set, req.update_revision, inplace::PlanImagePreDownload(req),
       [&](bool warning, const std::string& reason, const std::string& message) {
-        Event(ctx.set, warning, reason, message);
+        writer_.Event(ctx.set, warning, reason, message);
       });
 }
 
@@ -283,7 +249,7 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
     Json initial = inplace::InitialReadinessGateOps(
         pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
     if (!initial.empty()) {
-      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, initial, "status").status());
       modified = true;
       continue;
     }
@@ -302,7 +268,7 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
     if (Json ops = workload::RestoreKruisePodReadyOps(pod, ctx.views[i].lifecycle_state, ctx.now);
         !ops.empty()) {
       ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
-      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
     }
@@ -312,14 +278,14 @@ absl::StatusOr<bool> AdsReconciler::Refresh(Context& ctx) {
     if (check.step != inplace::InPlaceUpdateCheck::Step::kCompleted) continue;
     Json patched = pod;
     if (!check.status_ops.empty()) {
-      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
+      ASSIGN_OR_RETURN(patched, writer_.PatchPod(pod, check.status_ops, "status"));
     }
     Json ops = Json::array({inplace::TestResourceVersionOp(patched)});
     inplace::AppendMapOps(patched, "/metadata/labels",
                           {{workload::kLifecycleStateLabel, workload::kStateNormal}}, &ops);
-    RETURN_IF_ERROR(PatchPod(patched, ops).status());
-    Event(ctx.set, false, "InPlaceUpdateCompleted",
-          absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+    RETURN_IF_ERROR(writer_.PatchPod(patched, ops).status());
+    writer_.Event(ctx.set, false, "InPlaceUpdateCompleted",
+                  absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
     modified = true;
   }
   return modified;
@@ -382,37 +348,35 @@ absl::Status AdsReconciler::CreatePod(Context& ctx, const std::string& node) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string pod_name = AdsPodName(ctx.name);
     pod["metadata"]["name"] = pod_name;
-    scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    writer_.scale_expectations().Expect(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                        pod_name);
     auto made = client_->Create(res::Pods(), ctx.ns, pod);
     if (made.ok()) {
-      Event(ctx.set, false, "SuccessfulCreate",
-            absl::StrCat("Created pod: ", pod_name, " for node ", node));
+      writer_.Event(ctx.set, false, "SuccessfulCreate",
+                    absl::StrCat("Created pod: ", pod_name, " for node ", node));
       return absl::OkStatus();
     }
-    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                         pod_name);
     st = made.status();
     if (!kube::IsAlreadyExists(st)) break;
   }
-  Event(ctx.set, true, "FailedCreate",
-        absl::StrCat("Error creating pod for node ", node, ": ", st.message()));
+  writer_.Event(ctx.set, true, "FailedCreate",
+                absl::StrCat("Error creating pod for node ", node, ": ", st.message()));
   return st;
 }
 
 absl::Status AdsReconciler::DeletePod(Context& ctx, const Json& pod, const std::string& why) {
-  kube::DeleteOptions del;
-  del.precondition_uid = kube::Uid(pod);
-  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
-  absl::Status st = client_->Delete(res::Pods(), ctx.ns, kube::Name(pod), del);
+  absl::Status st = writer_.Delete(ctx.key, res::Pods(), pod);
   if (!st.ok()) {
-    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
     // Gone already, or another pod of that name now (uid precondition): nothing of ours to do.
     if (kube::IsNotFound(st) || kube::IsConflict(st)) return absl::OkStatus();
-    Event(ctx.set, true, "FailedDelete",
-          absl::StrCat("Error deleting pod ", kube::Name(pod), ": ", st.message()));
+    writer_.Event(ctx.set, true, "FailedDelete",
+                  absl::StrCat("Error deleting pod ", kube::Name(pod), ": ", st.message()));
     return st;
   }
-  Event(ctx.set, false, "SuccessfulDelete",
-        absl::StrCat("Deleted pod: ", kube::Name(pod), " (", why, ")"));
+  writer_.Event(ctx.set, false, "SuccessfulDelete",
+                absl::StrCat("Deleted pod: ", kube::Name(pod), " (", why, ")"));
   return absl::OkStatus();
 }
 
@@ -421,13 +385,13 @@ absl::Status AdsReconciler::PrepareDelete(Context& ctx, const Json& pod) {
   for (Json& op : workload::LifecycleStateOps(pod, workload::kStatePreparingDelete, ctx.now)) {
     ops.push_back(std::move(op));
   }
-  auto patched = PatchPod(pod, ops);
+  auto patched = writer_.PatchPod(pod, ops);
   if (!patched.ok()) {
     if (kube::IsNotFound(patched.status())) return absl::OkStatus();
     return patched.status();
   }
-  Event(ctx.set, false, "PreparingDelete",
-        absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
+  writer_.Event(ctx.set, false, "PreparingDelete",
+                absl::StrCat("pod ", kube::Name(pod), " waits for its preDelete hook"));
   if (ctx.spec.pre_delete.has_value() && ctx.spec.pre_delete->mark_pod_not_ready) {
     return MarkPodNotReady(ctx, *patched);
   }
@@ -439,7 +403,7 @@ absl::Status AdsReconciler::MarkPodNotReady(Context& ctx, const Json& pod) {
                                          kAdsPreDeleteNotReadyMessage, ctx.now);
   if (ops.empty()) return absl::OkStatus();  // no KruisePodReady gate, or already not ready
   ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
-  auto st = PatchPod(pod, ops, "status");
+  auto st = writer_.PatchPod(pod, ops, "status");
   if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
   return absl::OkStatus();
 }
@@ -477,9 +441,9 @@ absl::Status AdsReconciler::ApplyDeletions(Context& ctx, const Deletions& deleti
     std::string why;
     switch (a.reason) {
       case DeleteReason::kFailed: {
-        Event(ctx.set, true, "FailedDaemonPod",
-              absl::StrCat("Found failed daemon pod ", ctx.ns, "/", a.pod, " on node ", a.node,
-                           ", will try to kill it"));
+        writer_.Event(ctx.set, true, "FailedDaemonPod",
+                      absl::StrCat("Found failed daemon pod ", ctx.ns, "/", a.pod, " on node ",
+                                   a.node, ", will try to kill it"));
         absl::MutexLock lock(&backoff_mu_);
         Backoff& b = backoff_[absl::StrCat(kube::Uid(ctx.set), "/", a.node)];
         if (b.last == absl::Time() || ctx.now - b.last > 2 * opts_.failed_backoff_max) {
@@ -520,24 +484,7 @@ absl::Status AdsReconciler::UpdateInPlace(Context& ctx, const Json& pod,
     po.labels[kAdsTemplateGenerationLabel] = absl::StrCat(*ctx.spec.template_generation);
   }
   po.annotations = {{workload::kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
-  auto patched = inplace::ApplyInPlaceUpdate(
-      pod, update, po, ctx.now,
-      [this](const Json& p, const Json& ops, const std::string& sub) {
-        return PatchPod(p, ops, sub);
-      },
-      [this](const Json& p) {
-        return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
-      });
-  if (!patched.ok()) {
-    Event(ctx.set, true, "FailedUpdatePodInPlace",
-          absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
-                       ctx.update_hash, "): ", patched.status().message()));
-    return patched.status();
-  }
-  Event(ctx.set, false, "SuccessfulUpdatePodInPlace",
-        absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
-                     ctx.update_hash, ")"));
-  return absl::OkStatus();
+  return writer_.UpdateInPlace(ctx.set, pod, update, po, ctx.now, ctx.update_hash);
 }
 
 absl::Status AdsReconciler::WriteStatus(Context& ctx) {
@@ -613,15 +560,15 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
   ctx.now = opts_.clock->Now();
   auto cached = inf_.daemonsets->store().Get(req.ns, req.name);
   if (cached == nullptr) {
-    scale_expectations_.Delete(ctx.key);
+    writer_.scale_expectations().Delete(ctx.key);
     return kube::Result{};
   }
   ctx.set = *cached;
-  if (!scale_expectations_.Satisfied(ctx.key)) {
+  if (!writer_.scale_expectations().Satisfied(ctx.key)) {
     return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
   }
   auto invalid = [&](const absl::Status& st) -> absl::StatusOr<kube::Result> {
-    Event(ctx.set, true, "InvalidSpec", std::string(st.message()));
+    writer_.Event(ctx.set, true, "InvalidSpec", std::string(st.message()));
     return kube::TerminalError(st);
   };
   auto spec = ParseAdsSpec(ctx.set);
@@ -635,15 +582,17 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
   const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
   auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
   if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
+    writer_.Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
     return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
   }
   ctx.selector = *std::move(selector);
 
-  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx));
+  ASSIGN_OR_RETURN(std::vector<Json> claimed,
+                   writer_.ClaimPods(ctx.set, AdsOwnerRef(ctx.set), ctx.selector, inf_.pods));
   if (kube::IsBeingDeleted(ctx.set)) return kube::Result{};
   for (Json& p : claimed) {
-    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    if (!writer_.rv_expectations().SatisfiedByCache(p))
+      return kube::Result{opts_.expectation_recheck};
     auto view = ViewPod(p);
     if (!view.ok()) {
       Logger("daemonset")->warn("{}: {}", ctx.key, view.status().message());
@@ -702,7 +651,7 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
       ctx.update_result = run_update();
       step = *ctx.update_result;
       if (!ctx.held.empty()) {
-        Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
+        writer_.Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
         // A budget frees when a pod becomes available again: usually one of ours, whose event
         // comes first; the requeue covers a budget shared with other workloads.
         ctx.Recheck(inplace::kDisruptionRetry);

@@ -98,6 +98,7 @@
 #include "manager/controller_group.h"
 #include "manager/daemonset/ads_plan.h"
 #include "manager/inplace/disruption_gate.h"
+#include "manager/workload/pod_writer.h"
 
 namespace kruise::manager::daemonset {
 
@@ -141,7 +142,6 @@ class AdsReconciler final : public kube::Reconciler {
 
  private:
   struct Context;
-  absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
   absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
@@ -160,17 +160,11 @@ class AdsReconciler final : public kube::Reconciler {
   absl::Status UpdateInPlace(Context& ctx, const kube::Json& pod,
                              const inplace::InPlaceUpdateSpec& update);
   absl::Status WriteStatus(Context& ctx);
-  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
-                                      const std::string& subresource = "");
-  void Event(const kube::Json& set, bool warning, const std::string& reason,
-             const std::string& message);
 
   kube::KubeClient* const client_;
   const AdsInformers inf_;
-  kube::EventRecorder* const recorder_;
   const AdsReconcilerOptions opts_;
-  kube::ScaleExpectations scale_expectations_;
-  kube::ResourceVersionExpectations rv_expectations_;
+  workload::PodWriter writer_;
 
   struct Backoff {
     absl::Duration delay;

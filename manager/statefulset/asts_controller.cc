@@ -134,44 +134,10 @@ struct AstsReconciler::Context {
 
 AstsReconciler::AstsReconciler(kube::KubeClient* client, AstsInformers informers,
                                kube::EventRecorder* recorder, AstsReconcilerOptions opts)
-    : client_(client),
-      inf_(informers),
-      recorder_(recorder),
-      opts_(opts),
-      scale_expectations_(opts.clock),
-      rv_expectations_(opts.clock) {}
+    : client_(client), inf_(informers), opts_(opts), writer_(client, recorder, opts.clock) {}
 
 void AstsReconciler::ObserveThrough(kube::Informer* pods) {
-  workload::FeedExpectations(pods, &scale_expectations_, &rv_expectations_, AstsOwnerKey);
-}
-
-void AstsReconciler::Event(const Json& set, bool warning, const std::string& reason,
-                           const std::string& message) {
-  if (recorder_ != nullptr) {
-    recorder_->Event(set, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
-                     message);
-  }
-}
-
-absl::StatusOr<Json> AstsReconciler::PatchPod(const Json& pod, const Json& ops,
-                                              const std::string& subresource) {
-  ASSIGN_OR_RETURN(Json patched,
-                   kube::PatchIfUnchanged(client_, res::Pods(), pod, ops, subresource));
-  rv_expectations_.Expect(kube::NamespacedName(patched), kube::ResourceVersion(patched));
-  return patched;
-}
-
-absl::StatusOr<std::vector<Json>> AstsReconciler::ClaimPods(Context& ctx) {
-  workload::PodClaim claim;
-  claim.owner = &ctx.set;
-  claim.owner_ref = AstsOwnerRef(ctx.set, true);
-  claim.selector = &ctx.selector;
-  claim.pods = inf_.pods;
-  return workload::ClaimPods(
-      claim, [this](const Json& pod, const Json& ops) { return PatchPod(pod, ops); },
-      [&](const std::string& reason, const std::string& message) {
-        Event(ctx.set, false, reason, message);
-      });
+  writer_.ObserveThrough(pods, AstsOwnerKey);
 }
 
 absl::StatusOr<bool> AstsReconciler::SyncRevisions(Context& ctx) {
@@ -221,7 +187,7 @@ absl::Status AstsReconciler::PreDownloadImages(Context& ctx) {
   return inplace::CarryOutPreDownload(
       client_, ctx.set, ctx.update_revision_name, inplace::PlanImagePreDownload(req),
       [&](bool warning, const std::string& reason, const std::string& message) {
-        Event(ctx.set, warning, reason, message);
+        writer_.Event(ctx.set, warning, reason, message);
       });
 }
 
@@ -247,7 +213,7 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
     Json initial = inplace::InitialReadinessGateOps(
         pod, {inplace::kInPlaceUpdateReadyCondition, kube::kKruisePodReadyCondition}, ctx.now);
     if (!initial.empty()) {
-      RETURN_IF_ERROR(PatchPod(pod, initial, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, initial, "status").status());
       modified = true;
       continue;
     }
@@ -259,7 +225,7 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
       continue;
     }
     if (check.step == Step::kGraceOver) {
-      RETURN_IF_ERROR(PatchPod(pod, check.pod_ops).status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, check.pod_ops).status());
       modified = true;
       continue;
     }
@@ -267,7 +233,7 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
     const std::string& state = ctx.views[i].lifecycle_state;
     if (Json ops = workload::RestoreKruisePodReadyOps(pod, state, ctx.now); !ops.empty()) {
       ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
-      RETURN_IF_ERROR(PatchPod(pod, ops, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(pod, ops, "status").status());
       modified = true;
       continue;
     }
@@ -286,9 +252,9 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
       } else {
         Json ops = workload::LifecycleStateOps(pod, workload::kStateNormal, ctx.now);
         ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
-        RETURN_IF_ERROR(PatchPod(pod, ops).status());
-        Event(ctx.set, false, "PreparingDeleteCancelled",
-              absl::StrCat("pod ", kube::Name(pod), " is wanted again: back to Normal"));
+        RETURN_IF_ERROR(writer_.PatchPod(pod, ops).status());
+        writer_.Event(ctx.set, false, "PreparingDeleteCancelled",
+                      absl::StrCat("pod ", kube::Name(pod), " is wanted again: back to Normal"));
       }
       modified = true;
       continue;
@@ -302,14 +268,14 @@ absl::StatusOr<bool> AstsReconciler::Refresh(Context& ctx) {
     if (!next.has_value()) continue;
     Json patched = pod;
     if (completed && !check.status_ops.empty()) {
-      ASSIGN_OR_RETURN(patched, PatchPod(pod, check.status_ops, "status"));
+      ASSIGN_OR_RETURN(patched, writer_.PatchPod(pod, check.status_ops, "status"));
     }
     Json ops = workload::LifecycleStateOps(patched, *next, ctx.now);
     ops.insert(ops.begin(), inplace::TestResourceVersionOp(patched));
-    RETURN_IF_ERROR(PatchPod(patched, ops).status());
+    RETURN_IF_ERROR(writer_.PatchPod(patched, ops).status());
     if (completed) {
-      Event(ctx.set, false, "InPlaceUpdateCompleted",
-            absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
+      writer_.Event(ctx.set, false, "InPlaceUpdateCompleted",
+                    absl::StrCat("pod ", kube::Name(pod), " runs revision ", check.revision));
     }
     modified = true;
   }
@@ -414,15 +380,16 @@ absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
       pvc["spec"] = vct.contains("spec") ? vct["spec"] : Json::object();
       auto made = client_->Create(res::PersistentVolumeClaims(), ctx.ns, pvc);
       if (!made.ok() && !kube::IsAlreadyExists(made.status())) {
-        Event(ctx.set, true, "FailedCreate",
-              absl::StrCat("create Claim ", claim, " for Pod ", pod_name, " in StatefulSet ",
-                           ctx.name, " failed error: ", made.status().message()));
+        writer_.Event(
+            ctx.set, true, "FailedCreate",
+            absl::StrCat("create Claim ", claim, " for Pod ", pod_name, " in StatefulSet ",
+                         ctx.name, " failed error: ", made.status().message()));
         return made.status();
       }
       if (made.ok()) {
-        Event(ctx.set, false, "SuccessfulCreate",
-              absl::StrCat("create Claim ", claim, " Pod ", pod_name, " in StatefulSet ", ctx.name,
-                           " success"));
+        writer_.Event(ctx.set, false, "SuccessfulCreate",
+                      absl::StrCat("create Claim ", claim, " Pod ", pod_name, " in StatefulSet ",
+                                   ctx.name, " success"));
       }
     }
   }
@@ -430,11 +397,12 @@ absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
               {"kind", "Pod"},
               {"metadata", std::move(meta)},
               {"spec", std::move(spec)}};
-  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+  writer_.scale_expectations().Expect(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
   auto made = client_->Create(res::Pods(), ctx.ns, pod);
   if (made.ok()) {
-    Event(ctx.set, false, "SuccessfulCreate",
-          absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name, " successful"));
+    writer_.Event(
+        ctx.set, false, "SuccessfulCreate",
+        absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name, " successful"));
     return absl::OkStatus();
   }
   if (kube::IsAlreadyExists(made.status())) {
@@ -445,20 +413,21 @@ absl::Status AstsReconciler::CreatePod(Context& ctx, const Creation& c) {
       auto owner = kube::ControllerOf(*existing);
       if (owner.has_value() && owner->uid == kube::Uid(ctx.set)) return absl::OkStatus();
     }
-    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+    writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate,
+                                         pod_name);
     if (existing.ok()) {
-      Event(ctx.set, true, "FailedCreate",
-            absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
-                         " failed: a pod of that name exists and is not this set's"));
+      writer_.Event(ctx.set, true, "FailedCreate",
+                    absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
+                                 " failed: a pod of that name exists and is not this set's"));
       return absl::FailedPreconditionError(
           absl::StrCat("pod ", pod_name, " exists and is not owned by StatefulSet ", ctx.name));
     }
     return absl::AbortedError(absl::StrCat("pod ", pod_name, " came and went; retrying"));
   }
-  scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
-  Event(ctx.set, true, "FailedCreate",
-        absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
-                     " failed error: ", made.status().message()));
+  writer_.scale_expectations().Observe(ctx.key, kube::ScaleExpectations::Action::kCreate, pod_name);
+  writer_.Event(ctx.set, true, "FailedCreate",
+                absl::StrCat("create Pod ", pod_name, " in StatefulSet ", ctx.name,
+                             " failed error: ", made.status().message()));
   return made.status();
 }
 
@@ -470,14 +439,14 @@ absl::Status AstsReconciler::SetLifecycle(Context& ctx, const Json& pod, const s
   if (Json ops = workload::LifecycleStateOps(pod, state, ctx.now, put_back);
       !ops.empty() && kube::Label(pod, workload::kLifecycleStateLabel) != state) {
     ops.insert(ops.begin(), inplace::TestResourceVersionOp(pod));
-    ASSIGN_OR_RETURN(patched, PatchPod(pod, ops));
-    Event(ctx.set, false, state, absl::StrCat("pod ", kube::Name(pod), " ", why));
+    ASSIGN_OR_RETURN(patched, writer_.PatchPod(pod, ops));
+    writer_.Event(ctx.set, false, state, absl::StrCat("pod ", kube::Name(pod), " ", why));
   }
   if (mark_not_ready) {
     Json ops = workload::KruisePodReadyOps(patched, false, state, why, ctx.now);
     if (!ops.empty()) {
       ops.insert(ops.begin(), inplace::TestResourceVersionOp(patched));
-      RETURN_IF_ERROR(PatchPod(patched, ops, "status").status());
+      RETURN_IF_ERROR(writer_.PatchPod(patched, ops, "status").status());
     }
   }
   return absl::OkStatus();
@@ -495,7 +464,6 @@ absl::Status AstsReconciler::DeletePod(Context& ctx, const Json& pod, bool conde
                         absl::StrCat("waits for the preDelete hook before its delete (", why, ")"));
   }
   kube::DeleteOptions del;
-  del.precondition_uid = kube::Uid(pod);
   const Json* vcts = kube::FindPath(ctx.set, {"spec", "volumeClaimTemplates"});
   if (condemned && RetentionDeletes(ctx.set, "whenScaled") && vcts != nullptr && vcts->is_array()) {
     // The claims go with the pod: owned by it (and no longer by the set) before it is deleted,
@@ -518,20 +486,18 @@ absl::Status AstsReconciler::DeletePod(Context& ctx, const Json& pod, bool conde
     }
     del.propagation_policy = "Background";
   }
-  scale_expectations_.Expect(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
-  absl::Status st = client_->Delete(res::Pods(), ctx.ns, kube::Name(pod), del);
+  absl::Status st = writer_.Delete(ctx.key, res::Pods(), pod, del);
   if (!st.ok()) {
-    scale_expectations_.Observe(ctx.key, kube::ScaleExpectations::Action::kDelete, kube::Name(pod));
     // Gone already, or another pod of that name now (uid precondition): nothing of ours to do.
     if (kube::IsNotFound(st) || kube::IsConflict(st)) return absl::OkStatus();
-    Event(ctx.set, true, "FailedDelete",
-          absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name,
-                       " failed error: ", st.message()));
+    writer_.Event(ctx.set, true, "FailedDelete",
+                  absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name,
+                               " failed error: ", st.message()));
     return st;
   }
-  Event(ctx.set, false, "SuccessfulDelete",
-        absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name, " successful (",
-                     why, ")"));
+  writer_.Event(ctx.set, false, "SuccessfulDelete",
+                absl::StrCat("delete Pod ", kube::Name(pod), " in StatefulSet ", ctx.name,
+                             " successful (", why, ")"));
   return absl::OkStatus();
 }
 
@@ -584,29 +550,12 @@ absl::Status AstsReconciler::UpdatePod(Context& ctx, const Json& pod) {
                                .value_or(0));
       po.labels = {{workload::kLifecycleStateLabel, workload::kStateUpdating}};
       po.annotations = {{workload::kLifecycleTimestampAnnotation, kube::FormatRfc3339(ctx.now)}};
-      auto patched = inplace::ApplyInPlaceUpdate(
-          pod, *update, po, ctx.now,
-          [this](const Json& p, const Json& ops, const std::string& sub) {
-            return PatchPod(p, ops, sub);
-          },
-          [this](const Json& p) {
-            return client_->Get(res::Pods(), kube::Namespace(p), kube::Name(p));
-          });
-      if (!patched.ok()) {
-        Event(ctx.set, true, "FailedUpdatePodInPlace",
-              absl::StrCat("failed to update pod ", kube::Name(pod), " in place (revision ",
-                           ctx.update_revision_name, "): ", patched.status().message()));
-        return patched.status();
-      }
-      Event(ctx.set, false, "SuccessfulUpdatePodInPlace",
-            absl::StrCat("successfully update pod ", kube::Name(pod), " in-place(revision ",
-                         ctx.update_revision_name, ")"));
-      return absl::OkStatus();
+      return writer_.UpdateInPlace(ctx.set, pod, *update, po, ctx.now, ctx.update_revision_name);
     }
     if (policy == "InPlaceOnly") {
-      Event(ctx.set, true, "FailedUpdatePodInPlace",
-            absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (", why_not,
-                         ") and the podUpdatePolicy is InPlaceOnly"));
+      writer_.Event(ctx.set, true, "FailedUpdatePodInPlace",
+                    absl::StrCat("pod ", kube::Name(pod), " cannot be updated in place (", why_not,
+                                 ") and the podUpdatePolicy is InPlaceOnly"));
       return absl::FailedPreconditionError(absl::StrCat(
           "pod ", kube::Name(pod), ": InPlaceOnly but cannot update in place: ", why_not));
     }
@@ -630,7 +579,7 @@ absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod)
           absl::StrCat("pvc ", claim_name, " differs from volumeClaimTemplate ", kube::Name(vct),
                        " in more than its size; it is never changed or deleted by the controller: "
                        "delete it (with its pod) to have it made again from the template");
-      Event(ctx.set, true, "FailedUpdatePVC", msg);
+      writer_.Event(ctx.set, true, "FailedUpdatePVC", msg);
       return absl::FailedPreconditionError(msg);
     }
     if (check.needs_expand) {
@@ -643,7 +592,7 @@ absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod)
         if (!kube::GetBool(*klass, {"allowVolumeExpansion"}).value_or(false)) {
           const std::string msg = absl::StrCat("storage class ", *sc, " of pvc ", claim_name,
                                                " does not allow volume expansion");
-          Event(ctx.set, true, "FailedUpdatePVC", msg);
+          writer_.Event(ctx.set, true, "FailedUpdatePVC", msg);
           return absl::FailedPreconditionError(msg);
         }
       }
@@ -657,14 +606,15 @@ absl::StatusOr<bool> AstsReconciler::ResizeClaims(Context& ctx, const Json& pod)
         if (st.status().code() == absl::StatusCode::kInvalidArgument) {
           return absl::AbortedError(absl::StrCat("pvc ", claim_name, " changed; retrying"));
         }
-        Event(ctx.set, true, "FailedResize",
-              absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
-                           " in StatefulSet ", ctx.name, " failed error: ", st.status().message()));
+        writer_.Event(
+            ctx.set, true, "FailedResize",
+            absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
+                         " in StatefulSet ", ctx.name, " failed error: ", st.status().message()));
         return st.status();
       }
-      Event(ctx.set, false, "SuccessfulResize",
-            absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
-                         " in StatefulSet ", ctx.name, " to ", size->dump(), " success"));
+      writer_.Event(ctx.set, false, "SuccessfulResize",
+                    absl::StrCat("resize Claim ", claim_name, " for Pod ", kube::Name(pod),
+                                 " in StatefulSet ", ctx.name, " to ", size->dump(), " success"));
       all_done = false;
       continue;
     }
@@ -791,41 +741,44 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
   ctx.now = opts_.clock->Now();
   auto cached = inf_.statefulsets->store().Get(req.ns, req.name);
   if (cached == nullptr) {
-    scale_expectations_.Delete(ctx.key);
+    writer_.scale_expectations().Delete(ctx.key);
     return kube::Result{};
   }
   ctx.set = *cached;
-  if (!scale_expectations_.Satisfied(ctx.key)) {
+  if (!writer_.scale_expectations().Satisfied(ctx.key)) {
     return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
   }
   auto spec = ParseAstsSpec(ctx.set);
   if (!spec.ok()) {
-    Event(ctx.set, true, "InvalidSpec", std::string(spec.status().message()));
+    writer_.Event(ctx.set, true, "InvalidSpec", std::string(spec.status().message()));
     return kube::TerminalError(spec.status());
   }
   ctx.spec = *std::move(spec);
   auto lifecycle = workload::ParseLifecycle(ctx.set);
   if (!lifecycle.ok()) {
-    Event(ctx.set, true, "InvalidSpec", std::string(lifecycle.status().message()));
+    writer_.Event(ctx.set, true, "InvalidSpec", std::string(lifecycle.status().message()));
     return kube::TerminalError(lifecycle.status());
   }
   ctx.lifecycle = *std::move(lifecycle);
   if (auto numbers = ScaleNumbers(ctx.spec); !numbers.ok()) {
-    Event(ctx.set, true, "InvalidSpec", std::string(numbers.status().message()));
+    writer_.Event(ctx.set, true, "InvalidSpec", std::string(numbers.status().message()));
     return kube::TerminalError(numbers.status());
   }
   const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
   auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
   if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
+    writer_.Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
     return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
   }
   ctx.selector = *std::move(selector);
 
-  ASSIGN_OR_RETURN(std::vector<Json> claimed, ClaimPods(ctx));
+  ASSIGN_OR_RETURN(
+      std::vector<Json> claimed,
+      writer_.ClaimPods(ctx.set, AstsOwnerRef(ctx.set, true), ctx.selector, inf_.pods));
   if (kube::IsBeingDeleted(ctx.set)) return kube::Result{};
   for (Json& p : claimed) {
-    if (!rv_expectations_.SatisfiedByCache(p)) return kube::Result{opts_.expectation_recheck};
+    if (!writer_.rv_expectations().SatisfiedByCache(p))
+      return kube::Result{opts_.expectation_recheck};
     auto view = ViewPod(p, ctx.name);
     if (!view.ok()) {
       Logger("statefulset")->warn("{}: {}", ctx.key, view.status().message());
@@ -915,7 +868,7 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
       };
       ctx.update_result = run_update();
       if (!ctx.held.empty()) {
-        Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
+        writer_.Event(ctx.set, true, inplace::kDisruptionDeniedReason, ctx.held.Message());
         ctx.Recheck(inplace::kDisruptionRetry);  // a fallback: our pods' events come first
       }
       step = *ctx.update_result;

@@ -110,6 +110,7 @@
 #include "manager/inplace/disruption_gate.h"
 #include "manager/statefulset/asts_plan.h"
 #include "manager/workload/lifecycle.h"
+#include "manager/workload/pod_writer.h"
 
 namespace kruise::manager::statefulset {
 
@@ -155,7 +156,6 @@ class AstsReconciler final : public kube::Reconciler {
 
  private:
   struct Context;
-  absl::StatusOr<std::vector<kube::Json>> ClaimPods(Context& ctx);
   absl::StatusOr<bool> SyncRevisions(Context& ctx);
   absl::Status PreDownloadImages(Context& ctx);
   absl::StatusOr<bool> Refresh(Context& ctx);
@@ -173,17 +173,11 @@ class AstsReconciler final : public kube::Reconciler {
   // size; true once every claim has it (or waits only for the kubelet's file system resize).
   absl::StatusOr<bool> ResizeClaims(Context& ctx, const kube::Json& pod);
   absl::Status WriteStatus(Context& ctx);
-  absl::StatusOr<kube::Json> PatchPod(const kube::Json& pod, const kube::Json& ops,
-                                      const std::string& subresource = "");
-  void Event(const kube::Json& set, bool warning, const std::string& reason,
-             const std::string& message);
 
   kube::KubeClient* const client_;
   const AstsInformers inf_;
-  kube::EventRecorder* const recorder_;
   const AstsReconcilerOptions opts_;
-  kube::ScaleExpectations scale_expectations_;
-  kube::ResourceVersionExpectations rv_expectations_;
+  workload::PodWriter writer_;
 };
 
 // The informers the controller reads, in AstsInformers' order (statefulsets, pods, revisions,
