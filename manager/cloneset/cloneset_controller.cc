@@ -17,6 +17,7 @@
 #include "manager/inplace/predownload.h"
 #include "manager/revision/revision.h"
 #include "manager/workload/pod_claim.h"
+#include "manager/workload/workload_status.h"
 
 namespace kruise::manager::cloneset {
 
@@ -602,51 +603,12 @@ absl::Status CloneSetReconciler::WriteStatus(Context& ctx) {
                  {"currentRevision", current},
                  {"labelSelector", ctx.selector.ToString()}};
   if (ctx.collision_count > 0) status["collisionCount"] = ctx.collision_count;
-  // Conditions: FailedScale / FailedUpdate while that step fails (message: the error), removed
-  // once it succeeds; other conditions are kept as they are.
-  Json conditions = Json::array();
-  if (const Json* old_conds = kube::FindPath(ctx.cs, {"status", "conditions"});
-      old_conds != nullptr && old_conds->is_array()) {
-    conditions = *old_conds;
+  if (Json conditions =
+          workload::StepConditions(ctx.cs, ctx.now, ctx.scale_result, ctx.update_result);
+      !conditions.is_null()) {
+    status["conditions"] = std::move(conditions);
   }
-  const std::string now = kube::FormatRfc3339(ctx.now);
-  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
-                                         "FailedScale", &ctx.scale_result},
-                                     {"FailedUpdate", &ctx.update_result}}) {
-    if (!result->has_value()) continue;
-    auto it = std::find_if(conditions.begin(), conditions.end(),
-                           [&](const Json& c) { return c.value("type", "") == type; });
-    if ((*result)->ok()) {
-      if (it != conditions.end()) conditions.erase(it);
-      continue;
-    }
-    Json c = {{"type", type},
-              {"status", "True"},
-              {"lastUpdateTime", now},
-              {"lastTransitionTime", now},
-              {"message", std::string((*result)->message())}};
-    if (it == conditions.end()) {
-      conditions.push_back(std::move(c));
-    } else if ((*it).value("message", "") != c["message"] || (*it).value("status", "") != "True") {
-      if ((*it).value("status", "") == "True")
-        c["lastTransitionTime"] = (*it)["lastTransitionTime"];
-      *it = std::move(c);
-    }
-  }
-  if (!conditions.empty() || kube::FindPath(ctx.cs, {"status", "conditions"}) != nullptr) {
-    status["conditions"] = conditions;
-  }
-  const Json* old = kube::FindPath(ctx.cs, {"status"});
-  bool changed = old == nullptr || !old->is_object();
-  for (const auto& [k, v] : status.items()) {
-    if (changed) break;
-    if (!old->contains(k) || (*old)[k] != v) changed = true;
-  }
-  if (!changed) return absl::OkStatus();
-  auto st = client_->Patch(res::CloneSets(), kube::Namespace(ctx.cs), kube::Name(ctx.cs),
-                           kube::PatchType::kMerge, {{"status", status}}, "status");
-  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-  return absl::OkStatus();
+  return workload::WriteStatusIfChanged(client_, res::CloneSets(), ctx.cs, status);
 }
 
 absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& req) {
@@ -725,7 +687,11 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
       result->reset();
     }
   }
-  RETURN_IF_ERROR(WriteStatus(ctx));
+  if (absl::Status st = WriteStatus(ctx); !st.ok()) {
+    // The CloneSet changed since the cache saw it: plan again on the newer one.
+    if (kube::IsConflict(st)) return kube::Result{absl::Seconds(1)};
+    return st;
+  }
   // Prune history beyond the limit: revisions no pod uses, oldest first.
   std::set<std::string> in_use = {ctx.update_revision_name, ctx.current_revision_name};
   for (const PodView& v : ctx.views) in_use.insert(v.revision);

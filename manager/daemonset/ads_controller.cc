@@ -18,6 +18,7 @@
 #include "manager/workload/lifecycle.h"
 #include "manager/workload/pod_claim.h"
 #include "manager/workload/update_revision.h"
+#include "manager/workload/workload_status.h"
 
 namespace kruise::manager::daemonset {
 
@@ -501,55 +502,12 @@ absl::Status AdsReconciler::WriteStatus(Context& ctx) {
                  {"updateRevision", ctx.update_hash},
                  {"daemonSetHash", ctx.update_hash},
                  {"collisionCount", ctx.collision_count}};
-  // Conditions FailedScale / FailedUpdate while that step fails (message: the error), removed
-  // once it succeeds; other conditions are kept.
-  Json conditions = Json::array();
-  if (const Json* old = kube::FindPath(ctx.set, {"status", "conditions"});
-      old != nullptr && old->is_array()) {
-    conditions = *old;
+  if (Json conditions =
+          workload::StepConditions(ctx.set, ctx.now, ctx.scale_result, ctx.update_result);
+      !conditions.is_null()) {
+    status["conditions"] = std::move(conditions);
   }
-  const std::string now = kube::FormatRfc3339(ctx.now);
-  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
-                                         "FailedScale", &ctx.scale_result},
-                                     {"FailedUpdate", &ctx.update_result}}) {
-    if (!result->has_value()) continue;
-    auto it = std::find_if(conditions.begin(), conditions.end(), [&](const Json& cond) {
-      return cond.is_object() && cond.value("type", "") == type;
-    });
-    if ((*result)->ok()) {
-      if (it != conditions.end()) conditions.erase(it);
-      continue;
-    }
-    Json cond = {{"type", type},
-                 {"status", "True"},
-                 {"lastTransitionTime", now},
-                 {"reason", type},
-                 {"message", std::string((*result)->message())}};
-    if (it == conditions.end()) {
-      conditions.push_back(std::move(cond));
-    } else if (it->value("message", "") != cond["message"] || it->value("status", "") != "True") {
-      if (it->value("status", "") == "True") {
-        cond["lastTransitionTime"] = (*it)["lastTransitionTime"];
-      }
-      *it = std::move(cond);
-    }
-  }
-  if (!conditions.empty() || kube::FindPath(ctx.set, {"status", "conditions"}) != nullptr) {
-    status["conditions"] = conditions;
-  }
-  const Json* old = kube::FindPath(ctx.set, {"status"});
-  bool changed = old == nullptr || !old->is_object();
-  for (const auto& [k, v] : status.items()) {
-    if (changed) break;
-    if (!old->contains(k) || (*old)[k] != v) changed = true;
-  }
-  if (!changed) return absl::OkStatus();
-  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
-                {"status", status}};
-  auto st = client_->Patch(AdvancedDaemonSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch,
-                           "status");
-  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-  return absl::OkStatus();
+  return workload::WriteStatusIfChanged(client_, AdvancedDaemonSets(), ctx.set, status);
 }
 
 absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) {

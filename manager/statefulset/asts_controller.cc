@@ -15,6 +15,7 @@
 #include "manager/revision/revision.h"
 #include "manager/workload/pod_claim.h"
 #include "manager/workload/update_revision.h"
+#include "manager/workload/workload_status.h"
 
 namespace kruise::manager::statefulset {
 
@@ -684,53 +685,12 @@ absl::Status AstsReconciler::WriteStatus(Context& ctx) {
   } else if (kube::FindPath(ctx.set, {"status", "volumeClaims"}) != nullptr) {
     status["volumeClaims"] = nullptr;  // merge patch: removed
   }
-  // Conditions FailedScale / FailedUpdate while that step fails (message: the error), removed
-  // once it succeeds; other conditions are kept.
-  Json conditions = Json::array();
-  if (const Json* old = kube::FindPath(ctx.set, {"status", "conditions"});
-      old != nullptr && old->is_array()) {
-    conditions = *old;
+  if (Json conditions =
+          workload::StepConditions(ctx.set, ctx.now, ctx.scale_result, ctx.update_result);
+      !conditions.is_null()) {
+    status["conditions"] = std::move(conditions);
   }
-  const std::string now = kube::FormatRfc3339(ctx.now);
-  for (const auto& [type, result] : {std::pair<const char*, const std::optional<absl::Status>*>{
-                                         "FailedScale", &ctx.scale_result},
-                                     {"FailedUpdate", &ctx.update_result}}) {
-    if (!result->has_value()) continue;
-    auto it = std::find_if(conditions.begin(), conditions.end(), [&](const Json& c) {
-      return c.is_object() && c.value("type", "") == type;
-    });
-    if ((*result)->ok()) {
-      if (it != conditions.end()) conditions.erase(it);
-      continue;
-    }
-    Json c = {{"type", type},
-              {"status", "True"},
-              {"lastTransitionTime", now},
-              {"reason", type},
-              {"message", std::string((*result)->message())}};
-    if (it == conditions.end()) {
-      conditions.push_back(std::move(c));
-    } else if (it->value("message", "") != c["message"] || it->value("status", "") != "True") {
-      if (it->value("status", "") == "True") c["lastTransitionTime"] = (*it)["lastTransitionTime"];
-      *it = std::move(c);
-    }
-  }
-  if (!conditions.empty() || kube::FindPath(ctx.set, {"status", "conditions"}) != nullptr) {
-    status["conditions"] = conditions;
-  }
-  const Json* old = kube::FindPath(ctx.set, {"status"});
-  bool changed = old == nullptr || !old->is_object();
-  for (const auto& [k, v] : status.items()) {
-    if (changed) break;
-    if (!old->contains(k) || (*old)[k] != v) changed = true;
-  }
-  if (!changed) return absl::OkStatus();
-  Json patch = {{"metadata", {{"resourceVersion", kube::ResourceVersion(ctx.set)}}},
-                {"status", status}};
-  auto st = client_->Patch(AdvancedStatefulSets(), ctx.ns, ctx.name, kube::PatchType::kMerge, patch,
-                           "status");
-  if (!st.ok() && !kube::IsNotFound(st.status())) return st.status();
-  return absl::OkStatus();
+  return workload::WriteStatusIfChanged(client_, AdvancedStatefulSets(), ctx.set, status);
 }
 
 absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req) {
