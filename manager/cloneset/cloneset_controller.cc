@@ -778,17 +778,9 @@ class CloneSetGroup : public ControllerGroup {
     co.clock = ctx.clock;
     co.workers = ctx.workers("cloneset", 3);
     controller_ = std::make_unique<kube::Controller>("cloneset", r, co);
-    controller_->Watch(inf.clonesets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
-    controller_->Watch(inf.pods, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"),
-                       {kube::ResourceVersionChanged()});
+    workload::WatchWorkload(controller_.get(), {"CloneSet", inf.clonesets, inf.pods, inf.revisions,
+                                                inf.image_pull_jobs});
     controller_->Watch(inf.pvcs, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
-    controller_->Watch(inf.revisions, kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
-    if (inf.image_pull_jobs != nullptr) {
-      controller_->Watch(inf.image_pull_jobs,
-                         kube::EnqueueOwner("CloneSet", true, "apps.kruise.io"));
-    }
-    // An orphan pod may be adopted by the CloneSets of its namespace whose selector matches it.
-    controller_->Watch(inf.pods, workload::EnqueueAdopters(inf.clonesets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }

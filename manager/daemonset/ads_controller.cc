@@ -702,10 +702,8 @@ class DaemonSetGroup : public ControllerGroup {
     co.clock = ctx.clock;
     co.workers = ctx.workers("daemonset", 3);
     controller_ = std::make_unique<kube::Controller>("daemonset", r, co);
-    controller_->Watch(inf.daemonsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
-    controller_->Watch(inf.pods, kube::EnqueueOwner("DaemonSet", true, "apps.kruise.io"),
-                       {kube::ResourceVersionChanged()});
-    controller_->Watch(inf.revisions, kube::EnqueueOwner("DaemonSet", true, "apps.kruise.io"));
+    workload::WatchWorkload(controller_.get(), {"DaemonSet", inf.daemonsets, inf.pods,
+                                                inf.revisions, inf.image_pull_jobs});
     kube::Informer* sets = inf.daemonsets;
     // A node added, removed, or whose labels, taints or schedulability changed: every set.
     kube::Predicate node_changed;
@@ -721,8 +719,6 @@ class DaemonSetGroup : public ControllerGroup {
                          return out;
                        }),
                        {node_changed});
-    // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
-    controller_->Watch(inf.pods, workload::EnqueueAdopters(sets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }

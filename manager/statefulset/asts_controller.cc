@@ -945,14 +945,8 @@ class StatefulSetGroup : public ControllerGroup {
     co.clock = ctx.clock;
     co.workers = ctx.workers("statefulset", 3);
     controller_ = std::make_unique<kube::Controller>("statefulset", r, co);
-    controller_->Watch(inf.statefulsets, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
-    controller_->Watch(inf.pods, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"),
-                       {kube::ResourceVersionChanged()});
-    controller_->Watch(inf.revisions, kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
-    if (inf.image_pull_jobs != nullptr) {
-      controller_->Watch(inf.image_pull_jobs,
-                         kube::EnqueueOwner("StatefulSet", true, "apps.kruise.io"));
-    }
+    workload::WatchWorkload(controller_.get(), {"StatefulSet", inf.statefulsets, inf.pods,
+                                                inf.revisions, inf.image_pull_jobs});
     // A claim's size or capacity (status.volumeClaims, a resize waited for): the sets of its
     // namespace whose selector matches its labels (claims carry the selector's matchLabels).
     kube::Informer* sets = inf.statefulsets;
@@ -960,8 +954,6 @@ class StatefulSetGroup : public ControllerGroup {
                          return workload::WorkloadsSelecting(sets, claim);
                        }),
                        {kube::ResourceVersionChanged()});
-    // An orphan pod may be adopted by the sets of its namespace whose selector matches it.
-    controller_->Watch(inf.pods, workload::EnqueueAdopters(sets));
     ctx.manager->Add(controller_.get());
     return absl::OkStatus();
   }

@@ -121,4 +121,15 @@ kube::EventMapper EnqueueAdopters(kube::Informer* workloads) {
   });
 }
 
+void WatchWorkload(kube::Controller* controller, const WorkloadWatches& w) {
+  auto owned = [&w] {
+    return kube::EnqueueOwner(w.kind, /*controller_only=*/true, "apps.kruise.io");
+  };
+  controller->Watch(w.workloads, kube::EnqueueSelf(), {kube::ResourceVersionChanged()});
+  controller->Watch(w.pods, owned(), {kube::ResourceVersionChanged()});
+  controller->Watch(w.revisions, owned());
+  if (w.image_pull_jobs != nullptr) controller->Watch(w.image_pull_jobs, owned());
+  controller->Watch(w.pods, EnqueueAdopters(w.workloads));
+}
+
 }  // namespace kruise::manager::workload

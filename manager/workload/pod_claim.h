@@ -56,6 +56,19 @@ std::vector<kube::Request> WorkloadsSelecting(kube::Informer* workloads, const k
 // it (WorkloadsSelecting); a controlled pod wakes none.
 kube::EventMapper EnqueueAdopters(kube::Informer* workloads);
 
+// The watches every workload controller sets up: the workload itself (on a new resourceVersion),
+// the pods (on a new resourceVersion), ControllerRevisions and pre-download ImagePullJobs (when
+// `image_pull_jobs` is set) it controls as an apps.kruise.io `kind`, and the orphan pods it may
+// adopt (EnqueueAdopters).
+struct WorkloadWatches {
+  std::string kind;                     // "CloneSet", "StatefulSet", "DaemonSet"
+  kube::Informer* workloads = nullptr;  // indexed by kube::kNamespaceIndex
+  kube::Informer* pods = nullptr;
+  kube::Informer* revisions = nullptr;
+  kube::Informer* image_pull_jobs = nullptr;  // optional
+};
+void WatchWorkload(kube::Controller* controller, const WorkloadWatches& w);
+
 void FeedExpectations(kube::Informer* pods, kube::ScaleExpectations* scale,
                       kube::ResourceVersionExpectations* rv,
                       std::function<std::string(const kube::Json&)> owner_key);
