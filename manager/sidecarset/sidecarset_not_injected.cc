@@ -165,7 +165,10 @@ SidecarSetNotInjectedReconciler::SidecarSetNotInjectedReconciler(
       opts_(std::move(opts)) {}
 
 std::vector<std::string> SidecarSetNotInjectedReconciler::ToNote(const Json& pod) const {
-  const std::vector<const CreatedSidecarSet*> sets = sets_->Get()->For(pod);
+  // `sets` points into the snapshot: it stays alive until the decision is made (a SidecarSet
+  // update swaps the snapshot and frees the set it replaced).
+  const std::shared_ptr<const CreatedSidecarSets::Snapshot> snapshot = sets_->Get();
+  const std::vector<const CreatedSidecarSet*> sets = snapshot->For(pod);
   if (sets.empty()) return {};
   NamespaceLookup namespace_of;
   if (namespaces_ != nullptr) {
