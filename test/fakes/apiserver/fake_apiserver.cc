@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "httplib.h"
 #include "test/fakes/apiserver/selectors.h"
@@ -251,6 +252,9 @@ struct Filter {
   }
 };
 
+// The path of FakeApiServer::Impl::WarmUp()'s request.
+constexpr char kWarmUpPath[] = "/fake-apiserver-warm-up";
+
 // One httplib task per connection on its own thread, so any number of watch streams can be open.
 class ThreadPerTaskQueue : public httplib::TaskQueue {
  public:
@@ -263,6 +267,19 @@ class ThreadPerTaskQueue : public httplib::TaskQueue {
                           done->store(true);
                         }),
                         done});
+  }
+  // Joins every worker once all have finished; false if some still run after `timeout`.
+  bool JoinWhenIdle(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Reap();
+        if (threads_.empty()) return true;
+      }
+      if (absl::Now() >= deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
   }
   void shutdown() override {
     std::list<Worker> all;
@@ -320,6 +337,7 @@ class FakeApiServer::Impl {
   ~Impl() { Stop(); }
 
   absl::Status Start();
+  void WarmUp();
   void Stop();
   int port() const { return port_.load(); }
   std::string base_url() const {
@@ -460,6 +478,8 @@ class FakeApiServer::Impl {
   bool tls_ = false;
   std::atomic<int> port_{0};
   std::unique_ptr<httplib::Server> server_;
+  // The server's task queue (httplib makes it on the listen thread; the server owns it).
+  std::atomic<ThreadPerTaskQueue*> queue_{nullptr};
   std::thread listen_thread_;
   std::atomic<int64_t> watches_started_{0};
   absl::Mutex listen_mu_;
@@ -901,7 +921,11 @@ absl::Status FakeApiServer::Impl::Start() {
   } else {
     server_ = std::make_unique<httplib::Server>();
   }
-  server_->new_task_queue = [] { return new ThreadPerTaskQueue(); };
+  server_->new_task_queue = [this] {
+    auto* queue = new ThreadPerTaskQueue();
+    queue_.store(queue);
+    return queue;
+  };
   server_->set_keep_alive_timeout(2);
   server_->set_tcp_nodelay(true);
   auto handler = [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); };
@@ -927,7 +951,30 @@ absl::Status FakeApiServer::Impl::Start() {
     absl::MutexLock lock(&listen_mu_);
     listen_done_ = true;
   });
+  WarmUp();
   return absl::OkStatus();
+}
+
+// httplib's shared library initialises function-local statics (the request-line regex among
+// them) on its first request. Later requests skip the initialisation by checking a guard inline
+// in that library, which ThreadSanitizer cannot see (the library is not instrumented), so under
+// TSan two workers reading what the first one built were reported as a race. One request served
+// and its worker joined before any test request gives the edge TSan needs: the join, then the
+// queue's mutex, then the creation of every later worker. Best effort: a failure here is not an
+// error (the tests' own requests report it).
+void FakeApiServer::Impl::WarmUp() {
+  httplib::Client client(base_url());
+  client.enable_server_certificate_verification(false);
+  client.set_keep_alive(false);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);
+  if (!client.Get(kWarmUpPath)) return;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  ThreadPerTaskQueue* queue = nullptr;
+  while ((queue = queue_.load()) == nullptr && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (queue != nullptr) queue->JoinWhenIdle(deadline - absl::Now());
 }
 
 void FakeApiServer::Impl::Stop() {
@@ -1017,6 +1064,10 @@ void FakeApiServer::Impl::SendObject(httplib::Response& res, int code, const Obj
 }
 
 void FakeApiServer::Impl::Handle(const httplib::Request& req, httplib::Response& res) {
+  if (req.path == kWarmUpPath) {  // WarmUp(): not recorded, no injected failure, no latency
+    res.set_content("{}", "application/json");
+    return;
+  }
   std::vector<std::string> q;
   for (const auto& [k, v] : req.params) q.push_back(absl::StrCat(k, "=", v));
   RecordedRequest rec{req.method, req.path, absl::StrJoin(q, "&"), 0};
