@@ -23,33 +23,16 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 T0=$SECONDS
-# shellcheck source=../../test/e2e/lib.sh
-. "$ROOT/test/e2e/lib.sh"
-BUILD=$(readlink -f "${1:-$ROOT/build}")
-ninja -C "$BUILD" kruise-manager >&2 || die "building kruise-manager"
-kube_local_preflight jq curl python3
+# shellcheck source=../lib.sh
+. "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-1}
 PODS=${PODS:-100}
 # The webhook defaults a CloneSet's containers to Always (as OpenKruise): every restart and every
 # new pod then asks the registry, and containerd serialises concurrent pulls of one reference.
 PULL_POLICY=${PULL_POLICY:-Always}
-BASE=${KRUISE_BENCH_CLONESET_PORT_BASE:-16480}
-NS=kruise-bench-cloneset
-REG=$KUBE_LOCAL_REGISTRY
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/cloneset-bench.XXXXXX")
-cleanup() {
-  local rc=$?
-  set +e
-  [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" "${CS_WATCH_PID:-}" 2>/dev/null
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-
-deploy_manager_objects "$WORK" "$NS"
-start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
+bench_start cloneset KRUISE_BENCH_CLONESET_PORT_BASE 16480 "${1:-$ROOT/build}"
+bench_on_exit WATCH_PID
+bench_on_exit CS_WATCH_PID
 
 # The kubelet's pod requests so far, from the API server's request counters: it talks protobuf
 # (kruise-manager and kubectl send JSON), so GET pods (its status manager reads before each
@@ -161,38 +144,12 @@ total_s = (t_done - t_patch) / 1000
 kubelet = kget + kpatch + kdelete
 print(f"RESULT {strategy} round {rnd}: total_s {total_s:.1f} "
       f"first_pod_ms {first} controller_ms {controller} creates {created} deletes {deleted} "
-      f"kubelet_pod_requests {kubelet} (get {kget} patch_status {kpatch} delete {kdelete}, "
-      f"{kubelet / total_s:.2f}/s)")
+      f"kubelet_pod_requests {kubelet} kubelet_requests_per_s {kubelet / total_s:.2f} "
+      f"(get {kget} patch_status {kpatch} delete {kdelete})")
 PYEOF
   k -n "$NS" delete cloneset "$name" --wait=false >/dev/null
   wait_for 300 "the pods of $name to go" pods_gone
 }
 
-for round in $(seq "$ROUNDS"); do
-  if [ $((round % 2)) = 1 ]; then order="InPlaceIfPossible ReCreate"; else order="ReCreate InPlaceIfPossible"; fi
-  for strategy in $order; do
-    say "round $round: $strategy, $PODS pods"
-    measure "$strategy" "$round" | tee -a "$WORK/results"
-  done
-done
-say "results:"
-cat "$WORK/results"
-# Medians with spread over the rounds, and the in-place/recreate ratio of each round.
-python3 - "$WORK/results" <<'PYEOF'
-import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"RESULT (\S+) round (\d+): total_s ([\d.]+) .* kubelet_pod_requests (\d+) .*, ([\d.]+)/s", line)
-    if m:
-        rows.setdefault(m[1], {})[int(m[2])] = (float(m[3]), int(m[4]), float(m[5]))
-for strategy, by_round in sorted(rows.items()):
-    t = [v[0] for v in by_round.values()]
-    r = [v[2] for v in by_round.values()]
-    print(f"SUMMARY {strategy}: total_s median {statistics.median(t):.1f} (min {min(t):.1f}, max {max(t):.1f}, "
-          f"n {len(t)}); kubelet pod requests/s median {statistics.median(r):.2f}")
-inp, rec = rows.get("InPlaceIfPossible", {}), rows.get("ReCreate", {})
-ratios = [inp[k][0] / rec[k][0] for k in sorted(inp) if k in rec]
-if ratios:
-    print(f"SUMMARY in-place / recreate per round: {' '.join(f'{x:.2f}' for x in ratios)}; "
-          f"median {statistics.median(ratios):.2f}")
-PYEOF
+bench_rounds measure
+bench_summary

@@ -19,32 +19,13 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 T0=$SECONDS
-# shellcheck source=../../test/e2e/lib.sh
-. "$ROOT/test/e2e/lib.sh"
-BUILD=$(readlink -f "${1:-$ROOT/build}")
-ninja -C "$BUILD" kruise-manager >&2 || die "building kruise-manager"
-kube_local_preflight jq curl python3
+# shellcheck source=../lib.sh
+. "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-1}
 PODS=${PODS:-30}
 PULL_POLICY=${PULL_POLICY:-Always}
-BASE=${KRUISE_BENCH_STATEFULSET_PORT_BASE:-16530}
-NS=kruise-bench-statefulset
-REG=$KUBE_LOCAL_REGISTRY
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/statefulset-bench.XXXXXX")
-require_free_ports KRUISE_BENCH_STATEFULSET_PORT_BASE $(seq "$BASE" $((BASE + 2)))
-cleanup() {
-  local rc=$?
-  set +e
-  [ -n "${SAMPLER_PID:-}" ] && kill "$SAMPLER_PID" 2>/dev/null
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
-}
-trap cleanup EXIT
-
-deploy_manager_objects "$WORK" "$NS"
-start_host_manager "$BUILD/manager/app/kruise-manager" "$WORK" "$BASE"
+bench_start statefulset KRUISE_BENCH_STATEFULSET_PORT_BASE 16530 "${1:-$ROOT/build}"
+bench_on_exit SAMPLER_PID
 
 sts_is() { [ "$(k -n "$NS" get statefulsets.apps.kruise.io "$1" -o json 2>/dev/null | jq -r "$2")" = true ]; }
 pods_gone() { [ "$(k -n "$NS" get pods -o name 2>/dev/null | wc -l)" = 0 ]; }
@@ -115,30 +96,5 @@ EOF
   wait_for 300 "the pods of $name to go" pods_gone
 }
 
-for round in $(seq "$ROUNDS"); do
-  if [ $((round % 2)) = 1 ]; then order="InPlaceIfPossible ReCreate"; else order="ReCreate InPlaceIfPossible"; fi
-  for policy in $order; do
-    say "round $round: $policy, $PODS pods"
-    measure "$policy" "$round" | tee -a "$WORK/results"
-  done
-done
-say "results:"
-cat "$WORK/results"
-python3 - "$WORK/results" <<'PYEOF'
-import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"RESULT (\S+) round (\d+): total_s ([\d.]+) manager_cpu_s ([\d.]+)", line)
-    if m:
-        rows.setdefault(m[1], {})[int(m[2])] = (float(m[3]), float(m[4]))
-for policy, by_round in sorted(rows.items()):
-    t = [v[0] for v in by_round.values()]
-    c = [v[1] for v in by_round.values()]
-    print(f"SUMMARY {policy}: total_s median {statistics.median(t):.1f} (min {min(t):.1f}, max {max(t):.1f}, "
-          f"n {len(t)}); manager_cpu_s median {statistics.median(c):.2f}")
-inp, rec = rows.get("InPlaceIfPossible", {}), rows.get("ReCreate", {})
-ratios = [inp[k][0] / rec[k][0] for k in sorted(inp) if k in rec]
-if ratios:
-    print(f"SUMMARY in-place / recreate per round: {' '.join(f'{x:.2f}' for x in ratios)}; "
-          f"median {statistics.median(ratios):.2f}")
-PYEOF
+bench_rounds measure
+bench_summary
