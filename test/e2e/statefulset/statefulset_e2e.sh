@@ -221,10 +221,15 @@ wait_for 60 "the new leader's first status of par" all_ready par 8
 t_events=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 watch_app_pods par "$WORK/watch5.json"
 wait_for 20 "the watch's first events" watch_started "$WORK/watch5.json" 8
+old_par_rev=$(sts_json par | jq -r .status.updateRevision)
 k -n "$NS" patch statefulsets.apps.kruise.io par --type json -p '[{"op":"add","path":"/spec/template/spec/containers/0/env",
   "value":[{"name":"VERSION","value":"2"}]}]' >/dev/null || die "patching env"
+# Counted only once the status is the patched generation's: before that it still reports all 8
+# pods updated, to the old revision.
 some_updated() {
-  UPDATED=$(sts_json par | jq '.status.updatedReplicas // 0') && [ "$UPDATED" -ge 2 ]
+  UPDATED=$(sts_json par | jq --arg old "$old_par_rev" 'if .status.observedGeneration == .metadata.generation
+    and .status.updateRevision != $old then .status.updatedReplicas // 0 else 0 end') &&
+    [ "$UPDATED" -ge 2 ]
 }
 wait_for 120 "the rollout under way (2 pods updated)" some_updated
 [ "$UPDATED" -lt 8 ] || die "all 8 pods were updated before the leader could be killed"
