@@ -25,7 +25,6 @@ std::string TargetKey(const std::string& group, const std::string& kind, const s
   return absl::StrCat(group, "/", kind, "/", name);
 }
 
-// Whether `stored` is newer than `incoming` by resourceVersion (same object: same uid).
 // Whether the cached object already is `incoming` or a later version of it (same uid, a
 // resourceVersion at least as high): then `incoming` changes nothing. The usual case is the
 // informer's echo of a status this replica wrote and cached from the reply.
