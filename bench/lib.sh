@@ -21,14 +21,14 @@ BENCH_ON_EXIT=()
 # Names a PID variable whose process the exit trap stops (a sampler, a watch).
 bench_on_exit() { BENCH_ON_EXIT+=("$1"); }
 
+# The e2e tests' cleanup (test/e2e/lib.sh manager_e2e_cleanup: the host manager, the deployment,
+# the Lease, WORK), after the bench's own background processes.
 bench_cleanup() {
   local rc=$? var
   set +e
   for var in "${BENCH_ON_EXIT[@]}"; do [ -n "${!var:-}" ] && kill "${!var}" 2>/dev/null; done
-  delete_test_deployment "$WORK" "$NS"
-  k -n kruise-system delete lease kruise-manager --ignore-not-found >/dev/null 2>&1
-  if [ "${KEEP_LOGS:-0}" = 1 ]; then say "logs kept in $WORK"; else rm -rf "$WORK"; fi
-  exit "$rc"
+  [ "${KEEP_LOGS:-0}" = 1 ] && KRUISE_E2E_KEEP_WORK=1
+  manager_e2e_cleanup "$rc"
 }
 
 bench_start() {
@@ -40,6 +40,7 @@ bench_start() {
   NS=kruise-bench-$name
   REG=$KUBE_LOCAL_REGISTRY
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/$name-bench.XXXXXX")
+  PIDS=()
   require_free_ports "$port_var" $(seq "$BASE" $((BASE + 2)))
   trap bench_cleanup EXIT
   deploy_manager_objects "$WORK" "$NS"
