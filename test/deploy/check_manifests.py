@@ -194,13 +194,13 @@ def check_webhooks(objs, where, pod_policy):
                       f"{where}: pod webhook does not exempt kube-system")
             else:
                 check(hook.get("failurePolicy") == "Fail", f"{where}: {hname} failurePolicy is not Fail")
+                check(timeout <= 10, f"{where}: {hname} timeout {timeout} > 10 s")
             if hname == "vdeletionprotection.kb.io":
                 # Fail on DELETE of namespaces and CRDs: only objects that carry the label may
                 # ever reach us, so an unlabelled namespace stays deletable with no manager.
                 exprs = hook.get("objectSelector", {}).get("matchExpressions", [])
                 check({"key": "policy.kruise.io/delete-protection", "operator": "Exists"} in exprs,
                       f"{where}: {hname} does not select labelled objects only")
-                check(timeout <= 10, f"{where}: {hname} timeout {timeout} > 10 s")
     check(seen == set(WEBHOOK_PATHS), f"{where}: webhooks {sorted(seen)}")
     ns = get(objs, "Namespace", "kruise-system")
     if check(ns is not None, f"{where}: namespace kruise-system missing"):
