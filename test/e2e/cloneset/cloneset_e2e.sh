@@ -254,7 +254,7 @@ wait_for 30 "a reconcile of the new generation" cs_is hooked '.status.observedGe
 k -n "$NS" get pod "$HELD" >/dev/null 2>&1 || die "$HELD was deleted while its hook held it"
 k -n "$NS" label pod "$HELD" example.com/hold- >/dev/null || die "removing the hook label"
 held_gone() { ! k -n "$NS" get pod "$HELD" >/dev/null 2>&1 && all_ready hooked 1; }
-wait_for 60 "$HELD deleted after its hook went" held_gone
+wait_for "$POD_GONE_TIMEOUT" "$HELD deleted after its hook went" held_gone
 step_done "$HELD waited in PreparingDelete and went once its label was removed"
 
 # --- 10 ------------------------------------------------------------------------------------------

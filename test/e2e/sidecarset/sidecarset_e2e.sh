@@ -330,7 +330,7 @@ PYEOF
 k -n "$NS" delete deployment hot --wait=false >/dev/null 2>&1
 k delete sidecarset "$HOT_SET" >/dev/null 2>&1 || die "deleting the hot SidecarSet"
 hot_gone() { [ "$(hot_json | jq '.items | length')" = 0 ]; }
-wait_for 60 "the hot pods to be gone" hot_gone
+wait_for "$POD_GONE_TIMEOUT" "the hot pods to be gone" hot_gone
 step_done "2 pods hot-upgraded in place (UIDs kept, sidecar-2 working on v2, sidecar-1 back on the empty image, SidecarSetUpgradable True); at every moment >= $min_working working sidecar per pod, both ran together in $both_seen pods, at most $max_mid pod mid upgrade"
 
 # --- 5 -------------------------------------------------------------------------------------------

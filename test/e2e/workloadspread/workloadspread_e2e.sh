@@ -242,7 +242,7 @@ $(absent_term)
 EOF
 apply_stdin <"$WORK/blog.yaml"
 wait_for 60 "the controller's first status of workloadspread-demo" ws_observed workloadspread-demo
-wait_for 60 "no pod of CloneSet single left" no_pods single
+wait_for "$POD_GONE_TIMEOUT" "no pod of CloneSet single left" no_pods single
 cloneset_yaml web 5 | apply_stdin
 spread_3_2() {
   [ "$(count_pods web "\$3 == \"subset-a\" && \$4 == \"Running\" && \$5 == \"$NODE\"")" = 3 ] &&
@@ -334,7 +334,7 @@ $(absent_term)
 $(here_term)
 EOF
 wait_for 60 "the controller's first status of ws-adaptive" ws_observed ws-adaptive
-wait_for 60 "no pod of CloneSet web left" no_pods web
+wait_for "$POD_GONE_TIMEOUT" "no pod of CloneSet web left" no_pods web
 watch_app_pods adaptive "$WORK/watch6.json"
 t=$(now_ms)
 cloneset_yaml adaptive 2 | apply_stdin
