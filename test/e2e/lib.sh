@@ -319,6 +319,15 @@ manager_e2e_report() {
   [ "$#" = 0 ] || "$@"
   say "events (last $events):"
   k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -"$events" | indent
+  # A pod left Terminating: its finalizers, containers and what the kubelets logged about it.
+  local pod uid
+  while read -r pod uid; do
+    say "terminating pod $pod (uid $uid):"
+    k -n "$NS" get pod "$pod" -o json 2>/dev/null | jq -c '{deletionTimestamp: .metadata.deletionTimestamp,
+      finalizers: .metadata.finalizers, containers: [.status.containerStatuses[]? | {name, state}]}' | indent
+    grep -h "$uid" "${KUBE_LOCAL_LOGS:-/nonexistent}"/kubelet*.log 2>/dev/null | tail -n 8 | cut -c1-300 | indent
+  done < <(k -n "$NS" get pods -o json 2>/dev/null |
+    jq -r '.items[] | select(.metadata.deletionTimestamp != null) | "\(.metadata.name) \(.metadata.uid)"')
   say "manager log (tail):"
   tail -n 30 "$WORK/manager.log" 2>/dev/null | indent
 }
