@@ -55,9 +55,9 @@ wait_for() {
 }
 
 # The bound for waits until a deleted pod's object is gone. kube-local's kubelet (1.20) removes the
-# object once it has cleaned up after the pod's containers, and now and then that waits, most
-# likely for its once-a-minute container garbage collection: 2 of 48 deletions of a just-started
-# pod took 48 and 68 s on kube-local (the rest 7-9 s).
+# object once the pod's sandbox is removed, and now and then it leaves that sandbox to its
+# once-a-minute container garbage collection (containerd's log shows the removal 56 s after the
+# others): 2 of 48 deletions of a just-started pod took 48 and 68 s (the rest 7-9 s).
 POD_GONE_TIMEOUT=150
 
 # kube_local_preflight TOOL...: loads kube-local's env file (KRUISE_KUBE_LOCAL_ENV, else
