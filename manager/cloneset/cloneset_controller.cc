@@ -625,24 +625,12 @@ absl::StatusOr<kube::Result> CloneSetReconciler::Reconcile(const kube::Request& 
     return kube::Result{opts_.expectation_recheck};  // events bring us back sooner
   }
   auto spec = ParseCloneSetSpec(ctx.cs);
-  if (!spec.ok()) {
-    writer_.Event(ctx.cs, true, "InvalidSpec", std::string(spec.status().message()));
-    return kube::TerminalError(spec.status());
-  }
+  if (!spec.ok()) return writer_.InvalidSpec(ctx.cs, spec.status());
   ctx.spec = *std::move(spec);
   auto numbers = ScaleNumbers(ctx.spec);
-  if (!numbers.ok()) {
-    writer_.Event(ctx.cs, true, "InvalidSpec", std::string(numbers.status().message()));
-    return kube::TerminalError(numbers.status());
-  }
+  if (!numbers.ok()) return writer_.InvalidSpec(ctx.cs, numbers.status());
   ctx.numbers = *numbers;
-  const Json* sel = kube::FindPath(ctx.cs, {"spec", "selector"});
-  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    writer_.Event(ctx.cs, true, "InvalidSelector", "spec.selector must select some pods");
-    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
-  }
-  ctx.selector = *std::move(selector);
+  ASSIGN_OR_RETURN(ctx.selector, writer_.Selector(ctx.cs));
 
   ASSIGN_OR_RETURN(std::vector<Json> claimed,
                    writer_.ClaimPods(ctx.cs, OwnerRefJson(ctx.cs), ctx.selector, inf_.pods));

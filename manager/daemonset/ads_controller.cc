@@ -525,25 +525,17 @@ absl::StatusOr<kube::Result> AdsReconciler::Reconcile(const kube::Request& req) 
   if (!writer_.scale_expectations().Satisfied(ctx.key)) {
     return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
   }
-  auto invalid = [&](const absl::Status& st) -> absl::StatusOr<kube::Result> {
-    writer_.Event(ctx.set, true, "InvalidSpec", std::string(st.message()));
-    return kube::TerminalError(st);
-  };
   auto spec = ParseAdsSpec(ctx.set);
-  if (!spec.ok()) return invalid(spec.status());
+  if (!spec.ok()) return writer_.InvalidSpec(ctx.set, spec.status());
   ctx.spec = *std::move(spec);
   const Json* tmpl = kube::FindPath(ctx.set, {"spec", "template"});
   auto placement = ParsePlacement(tmpl != nullptr ? *tmpl : Json::object());
-  if (!placement.ok()) return invalid(placement.status());
+  if (!placement.ok()) return writer_.InvalidSpec(ctx.set, placement.status());
   ctx.placement = *std::move(placement);
-  if (auto numbers = ScaleNumbers(ctx.spec, 1); !numbers.ok()) return invalid(numbers.status());
-  const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
-  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    writer_.Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
-    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
+  if (auto numbers = ScaleNumbers(ctx.spec, 1); !numbers.ok()) {
+    return writer_.InvalidSpec(ctx.set, numbers.status());
   }
-  ctx.selector = *std::move(selector);
+  ASSIGN_OR_RETURN(ctx.selector, writer_.Selector(ctx.set));
 
   ASSIGN_OR_RETURN(std::vector<Json> claimed,
                    writer_.ClaimPods(ctx.set, AdsOwnerRef(ctx.set), ctx.selector, inf_.pods));

@@ -709,28 +709,15 @@ absl::StatusOr<kube::Result> AstsReconciler::Reconcile(const kube::Request& req)
     return kube::Result{opts_.expectation_recheck};  // the pod events bring us back sooner
   }
   auto spec = ParseAstsSpec(ctx.set);
-  if (!spec.ok()) {
-    writer_.Event(ctx.set, true, "InvalidSpec", std::string(spec.status().message()));
-    return kube::TerminalError(spec.status());
-  }
+  if (!spec.ok()) return writer_.InvalidSpec(ctx.set, spec.status());
   ctx.spec = *std::move(spec);
   auto lifecycle = workload::ParseLifecycle(ctx.set);
-  if (!lifecycle.ok()) {
-    writer_.Event(ctx.set, true, "InvalidSpec", std::string(lifecycle.status().message()));
-    return kube::TerminalError(lifecycle.status());
-  }
+  if (!lifecycle.ok()) return writer_.InvalidSpec(ctx.set, lifecycle.status());
   ctx.lifecycle = *std::move(lifecycle);
   if (auto numbers = ScaleNumbers(ctx.spec); !numbers.ok()) {
-    writer_.Event(ctx.set, true, "InvalidSpec", std::string(numbers.status().message()));
-    return kube::TerminalError(numbers.status());
+    return writer_.InvalidSpec(ctx.set, numbers.status());
   }
-  const Json* sel = kube::FindPath(ctx.set, {"spec", "selector"});
-  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
-  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
-    writer_.Event(ctx.set, true, "InvalidSelector", "spec.selector must select some pods");
-    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
-  }
-  ctx.selector = *std::move(selector);
+  ASSIGN_OR_RETURN(ctx.selector, writer_.Selector(ctx.set));
 
   ASSIGN_OR_RETURN(
       std::vector<Json> claimed,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kube/controller.h"
 #include "kube/resources.h"
 #include "manager/workload/pod_claim.h"
 
@@ -24,6 +25,21 @@ void PodWriter::Event(const Json& workload, bool warning, const std::string& rea
   if (recorder_ == nullptr) return;
   recorder_->Event(workload, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
                    message);
+}
+
+absl::Status PodWriter::InvalidSpec(const Json& workload, const absl::Status& why) const {
+  Event(workload, true, "InvalidSpec", std::string(why.message()));
+  return kube::TerminalError(why);
+}
+
+absl::StatusOr<kube::LabelSelector> PodWriter::Selector(const Json& workload) const {
+  const Json* sel = kube::FindPath(workload, {"spec", "selector"});
+  auto selector = kube::LabelSelector::FromJson(sel != nullptr ? *sel : Json());
+  if (!selector.ok() || selector->matches_everything() || selector->matches_nothing()) {
+    Event(workload, true, "InvalidSelector", "spec.selector must select some pods");
+    return kube::TerminalError(absl::InvalidArgumentError("spec.selector is empty or invalid"));
+  }
+  return selector;
 }
 
 absl::StatusOr<Json> PodWriter::PatchPod(const Json& pod, const Json& ops,

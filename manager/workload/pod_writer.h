@@ -14,6 +14,8 @@
 //  - ClaimPods (pod_claim.h) and UpdateInPlace (inplace::ApplyInPlaceUpdate) through PatchPod,
 //    with OpenKruise's events: AdoptedPod/ReleasedPod and SuccessfulUpdatePodInPlace/
 //    FailedUpdatePodInPlace.
+//  - InvalidSpec and Selector: a spec the controller cannot act on ends the reconcile with a
+//    terminal error and an InvalidSpec (InvalidSelector) warning on the workload.
 //
 // Creation stays with each controller: what an AlreadyExists means differs (a deterministic
 // StatefulSet name, a generated DaemonSet one), and so does its expectation.
@@ -50,6 +52,12 @@ class PodWriter {
   // A Normal (or Warning) event on `workload`.
   void Event(const kube::Json& workload, bool warning, const std::string& reason,
              const std::string& message) const;
+  // A spec the controller cannot act on: an InvalidSpec warning on `workload` with `why`'s message,
+  // and `why` as the reconcile's terminal error (kube::TerminalError: not retried).
+  absl::Status InvalidSpec(const kube::Json& workload, const absl::Status& why) const;
+  // The workload's spec.selector. Missing, invalid, or selecting everything or nothing: an
+  // InvalidSelector warning and a terminal error, as OpenKruise's workload controllers refuse it.
+  absl::StatusOr<kube::LabelSelector> Selector(const kube::Json& workload) const;
 
   // `ops`: a JSON Patch that begins with a `test` of the pod's resourceVersion; `subresource` ""
   // or "status". ABORTED when the pod changed meanwhile.

@@ -1,9 +1,12 @@
 #include "manager/workload/pod_writer.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "kube/controller.h"
 #include "kube/errors.h"
+#include "kube/event_recorder.h"
 #include "kube/resources.h"
 #include "test/fakes/fake_clock.h"
 #include "test/fakes/memory_kube_client.h"
@@ -85,6 +88,60 @@ TEST_F(PodWriterTest, PatchPodExpectsItsResourceVersion) {
       pod, Ops(pod, {{"op", "add"}, {"path", "/metadata/labels/c"}, {"value", "d"}}));
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kAborted) << stale.status();
   EXPECT_TRUE(writer_.rv_expectations().SatisfiedByCache(*patched));
+}
+
+// The reasons of the Events in namespace default, once `recorder` has written them.
+std::vector<std::string> EventReasons(kube::KubeClient* client, kube::EventRecorder* recorder) {
+  EXPECT_TRUE(recorder->WaitIdle(absl::Seconds(10)));
+  std::vector<std::string> reasons;
+  auto listed = client->List(kube::resources::Events(), "default", {});
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  if (listed.ok()) {
+    for (const Json& e : listed->items) reasons.push_back(e.value("reason", ""));
+  }
+  return reasons;
+}
+
+Json Workload(const Json& selector) {
+  Json w = {{"apiVersion", "apps.kruise.io/v1alpha1"},
+            {"kind", "CloneSet"},
+            {"metadata", {{"name", "web"}, {"namespace", "default"}, {"uid", "u-web"}}},
+            {"spec", Json::object()}};
+  if (!selector.is_null()) w["spec"]["selector"] = selector;
+  return w;
+}
+
+TEST_F(PodWriterTest, SelectorRefusesOneThatSelectsEverythingOrIsMissing) {
+  kube::EventRecorderOptions eo;
+  eo.clock = &clock_;
+  kube::EventRecorder recorder(&client_, eo);
+  PodWriter writer(&client_, &recorder, &clock_);
+  for (const Json& bad : {Json(), Json::object(), Json{{"matchLabels", {{"app", 7}}}}}) {
+    auto got = writer.Selector(Workload(bad));
+    ASSERT_FALSE(got.ok()) << bad.dump();
+    EXPECT_TRUE(kube::IsTerminal(got.status())) << got.status();
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
+  }
+  auto good = writer.Selector(Workload({{"matchLabels", {{"app", "web"}}}}));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(good->Matches({{"app", "web"}}));
+  EXPECT_FALSE(good->Matches({{"app", "db"}}));
+  const std::vector<std::string> reasons = EventReasons(&client_, &recorder);
+  ASSERT_FALSE(reasons.empty());  // repeats may be aggregated into one Event
+  for (const std::string& r : reasons) EXPECT_EQ(r, "InvalidSelector");
+}
+
+TEST_F(PodWriterTest, InvalidSpecIsTerminalAndReported) {
+  kube::EventRecorderOptions eo;
+  eo.clock = &clock_;
+  kube::EventRecorder recorder(&client_, eo);
+  PodWriter writer(&client_, &recorder, &clock_);
+  const absl::Status st =
+      writer.InvalidSpec(Workload(Json()), absl::InvalidArgumentError("spec.replicas: -1"));
+  EXPECT_TRUE(kube::IsTerminal(st)) << st;
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("spec.replicas: -1"), std::string::npos) << st;
+  EXPECT_EQ(EventReasons(&client_, &recorder), std::vector<std::string>{"InvalidSpec"});
 }
 
 }  // namespace
