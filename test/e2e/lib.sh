@@ -320,14 +320,14 @@ manager_e2e_report() {
   say "events (last $events):"
   k -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -"$events" | indent
   # A pod left Terminating: its finalizers, containers and what the kubelets logged about it.
-  local pod uid
-  while read -r pod uid; do
-    say "terminating pod $pod (uid $uid):"
-    k -n "$NS" get pod "$pod" -o json 2>/dev/null | jq -c '{deletionTimestamp: .metadata.deletionTimestamp,
-      finalizers: .metadata.finalizers, containers: [.status.containerStatuses[]? | {name, state}]}' | indent
+  local uid summary
+  while read -r uid summary; do
+    say "terminating pod (uid $uid):"
+    indent <<<"$summary"
     grep -h "$uid" "${KUBE_LOCAL_LOGS:-/nonexistent}"/kubelet*.log 2>/dev/null | tail -n 8 | cut -c1-300 | indent
-  done < <(k -n "$NS" get pods -o json 2>/dev/null |
-    jq -r '.items[] | select(.metadata.deletionTimestamp != null) | "\(.metadata.name) \(.metadata.uid)"')
+  done < <(k -n "$NS" get pods -o json 2>/dev/null | jq -r '.items[] | select(.metadata.deletionTimestamp != null)
+    | "\(.metadata.uid) \({name: .metadata.name, deletionTimestamp: .metadata.deletionTimestamp,
+      finalizers: .metadata.finalizers, containers: [.status.containerStatuses[]? | {name, state}]} | tojson)"')
   say "manager log (tail):"
   tail -n 30 "$WORK/manager.log" 2>/dev/null | indent
 }
