@@ -7,6 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "kube/call_deadline.h"
 #include "kube/errors.h"
 
 namespace kruise::kube {
@@ -93,9 +94,11 @@ void LeaderElector::ObserveLeader(const std::string& holder) {
   if (config_.callbacks.on_new_leader) config_.callbacks.on_new_leader(holder);
 }
 
-bool LeaderElector::TryAcquireOrRenew() {
-  Clock* clock = config_.clock;
-  const absl::Time now = clock->Now();
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenew(absl::Time now, absl::Time deadline) {
+  // No call of this attempt may outlive `deadline` (each gets what is left, without retries when
+  // the client is configured so): a hung API server must not keep a leader acting on a lease it
+  // can no longer renew.
+  ScopedCallDeadline budget(deadline);
   Json spec = {{"holderIdentity", config_.identity},
                {"leaseDurationSeconds", SecondsOf(config_.lease_duration)},
                {"acquireTime", FormatMicroTime(now)},
@@ -108,7 +111,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     if (!kube::IsNotFound(lease.status())) {
       Logger("leader")->warn("get lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
                              lease.status());
-      return false;
+      return Attempt::kFailed;
     }
     Json obj = {
         {"apiVersion", LeaseResource().ApiVersion()},
@@ -116,12 +119,12 @@ bool LeaderElector::TryAcquireOrRenew() {
         {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
         {"spec", spec}};
     absl::StatusOr<Json> created = client_->Create(LeaseResource(), config_.lease_namespace, obj);
-    if (!created.ok()) return false;
+    if (!created.ok()) return Attempt::kFailed;
     absl::MutexLock lock(&mu_);
     observed_spec_ = spec;
     observed_time_ = now;
     observed_holder_ = config_.identity;
-    return true;
+    return Attempt::kHeld;
   }
 
   Json old_spec = lease->value("spec", Json::object());
@@ -134,9 +137,11 @@ bool LeaderElector::TryAcquireOrRenew() {
       observed_time_ = now;
     }
     observed_holder_ = holder;
-    if (!holder.empty() && holder != config_.identity &&
-        observed_time_ + absl::Seconds(duration_s) > now) {
-      return false;  // held by someone else and not expired
+    if (!holder.empty() && holder != config_.identity) {
+      // Someone else holds it. A leader seeing this lost it (it was frozen or partitioned long
+      // enough for the lease to expire and be taken): it must not write it back.
+      if (leading_) return Attempt::kTakenByOther;
+      if (observed_time_ + absl::Seconds(duration_s) > now) return Attempt::kFailed;
     }
   }
   if (holder == config_.identity) {
@@ -153,16 +158,18 @@ bool LeaderElector::TryAcquireOrRenew() {
       Logger("leader")->warn("update lease {}/{}: {}", config_.lease_namespace, config_.lease_name,
                              res.status());
     }
-    return false;
+    return Attempt::kFailed;
   }
   absl::MutexLock lock(&mu_);
   observed_spec_ = spec;
   observed_time_ = now;
   observed_holder_ = config_.identity;
-  return true;
+  return Attempt::kHeld;
 }
 
 void LeaderElector::Release() {
+  // Bounded like a renewal: a clean stop must not hang on a slow API server.
+  ScopedCallDeadline budget(config_.clock->Now() + config_.renew_deadline);
   absl::StatusOr<Json> lease =
       client_->Get(LeaseResource(), config_.lease_namespace, config_.lease_name);
   if (!lease.ok()) return;
@@ -193,6 +200,19 @@ bool LeaderElector::Wait(std::stop_token& stop, absl::Duration d) {
   return !stop_requested_ && !stop.stop_requested();
 }
 
+void LeaderElector::SetLeading(bool leading, absl::Time fence_until) {
+  {
+    absl::MutexLock lock(&mu_);
+    leading_ = leading;
+  }
+  if (config_.fence == nullptr) return;
+  if (leading) {
+    config_.fence->ExtendTo(fence_until);
+  } else {
+    config_.fence->Close();
+  }
+}
+
 bool LeaderElector::Run(std::stop_token stop) {
   auto log = Logger("leader");
   std::stop_callback on_stop(stop, [this] {
@@ -200,65 +220,76 @@ bool LeaderElector::Run(std::stop_token stop) {
     stop_requested_ = true;
   });
   static thread_local absl::BitGen gen;
+  Clock* clock = config_.clock;
   // Campaign: retry_period with up to 20 % jitter (as client-go's JitterUntil(retryPeriod, 1.2)).
+  absl::Time renewed_at;  // when the round that last renewed (or acquired) started
   while (true) {
     if (stop.stop_requested()) return true;
-    const bool acquired = TryAcquireOrRenew();
+    const absl::Time start = clock->Now();
+    const bool acquired =
+        TryAcquireOrRenew(start, start + config_.renew_deadline) == Attempt::kHeld;
     ObserveLeader(GetLeader());
-    if (acquired) break;
+    if (acquired) {
+      renewed_at = start;
+      break;
+    }
     if (!Wait(stop, config_.retry_period * absl::Uniform(gen, 1.0, 1.2))) return true;
   }
   log->info("{} acquired lease {}/{}", config_.identity, config_.lease_namespace,
             config_.lease_name);
-  {
-    absl::MutexLock lock(&mu_);
-    leading_ = true;
-  }
+  SetLeading(true, renewed_at + config_.renew_deadline);
   std::stop_source leading_stop;
   std::thread leader_thread;
   if (config_.callbacks.on_started_leading) {
     leader_thread = std::thread([cb = config_.callbacks.on_started_leading,
                                  token = leading_stop.get_token()] { cb(token); });
   }
-  // Renew until a round cannot renew within renew_deadline, or stop.
-  bool lost = false;
-  while (true) {
+  // Renew every retry_period. Leadership (and the write fence) lasts until renewed_at +
+  // renew_deadline: a renewal that has not succeeded by then, whatever its calls are doing, ends
+  // it, and so does seeing another holder.
+  std::string lost;
+  while (lost.empty()) {
     if (!Wait(stop, config_.retry_period)) break;
-    const absl::Time round_deadline = config_.clock->Now() + config_.renew_deadline;
-    bool renewed = false;
     while (true) {
-      if (TryAcquireOrRenew()) {
-        renewed = true;
+      const absl::Time start = clock->Now();
+      const absl::Time term_end = renewed_at + config_.renew_deadline;
+      if (start >= term_end) {
+        lost = absl::StrCat("could not renew within ", absl::FormatDuration(config_.renew_deadline),
+                            " of the last renewal");
         break;
       }
-      const absl::Duration left = round_deadline - config_.clock->Now();
-      if (left <= absl::ZeroDuration()) break;
-      if (!Wait(stop, std::min(config_.retry_period, left))) break;
-      if (config_.clock->Now() >= round_deadline) break;
+      const Attempt a = TryAcquireOrRenew(start, term_end);
+      if (a == Attempt::kHeld) {
+        renewed_at = start;
+        SetLeading(true, renewed_at + config_.renew_deadline);
+        break;
+      }
+      if (a == Attempt::kTakenByOther) {
+        lost = absl::StrCat("the lease is held by ", GetLeader());
+        break;
+      }
+      const absl::Duration left = term_end - clock->Now();
+      if (left > absl::ZeroDuration() && !Wait(stop, std::min(config_.retry_period, left))) break;
     }
     if (stop.stop_requested()) break;
-    if (!renewed) {
-      lost = true;
-      break;
-    }
   }
-  {
-    absl::MutexLock lock(&mu_);
-    leading_ = false;
+  SetLeading(false, absl::InfinitePast());
+  if (!lost.empty()) {
+    // The fence is closed: nothing this process writes through it reaches the API server. Tell
+    // the owner before stopping the leader's work, which may take a while to drain.
+    log->error("{} lost lease {}/{}: {}", config_.identity, config_.lease_namespace,
+               config_.lease_name, lost);
+    if (config_.callbacks.on_lost) config_.callbacks.on_lost();
   }
   leading_stop.request_stop();
   if (leader_thread.joinable()) leader_thread.join();
-  if (lost) {
-    log->error("{} failed to renew lease {}/{} within {}: leadership lost", config_.identity,
-               config_.lease_namespace, config_.lease_name,
-               absl::FormatDuration(config_.renew_deadline));
-  } else if (config_.release_on_cancel) {
+  if (lost.empty() && config_.release_on_cancel) {
     Release();
     log->info("{} released lease {}/{}", config_.identity, config_.lease_namespace,
               config_.lease_name);
   }
   if (config_.callbacks.on_stopped_leading) config_.callbacks.on_stopped_leading();
-  return !lost;
+  return lost.empty();
 }
 
 }  // namespace kruise::kube

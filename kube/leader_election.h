@@ -5,9 +5,13 @@
 // A candidate reads the Lease every retry_period. It takes the lease when it is absent, released
 // (holderIdentity "") or expired. Expiry is judged by *local observation*: the lease is expired
 // when its record has not changed for leaseDurationSeconds since we last saw it change, so clock
-// skew between replicas does not matter. The leader renews every retry_period; if it cannot renew
-// within renew_deadline of the last renewal attempt round it stops leading (OnStoppedLeading; the
-// process must exit). On a clean stop the leader releases the lease (holderIdentity "",
+// skew between replicas does not matter. The leader renews every retry_period. Unlike client-go,
+// whose renew round may run past renew_deadline while a call hangs, leadership here ends at the
+// latest renew_deadline after the start of the last successful renewal round: every call of a
+// round is bounded by that moment (ScopedCallDeadline), and a configured WriteFence closes then
+// too, so writes stop even before this thread notices (a frozen process). Seeing another holder
+// while leading ends it at once. On loss, on_lost runs first (the process should exit there), then
+// OnStoppedLeading. On a clean stop the leader releases the lease (holderIdentity "",
 // leaseDurationSeconds 1) so a successor takes over at once. Write conflicts are resolved by
 // re-reading on the next retry.
 //
@@ -30,6 +34,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "kube/client.h"
+#include "kube/write_fence.h"
 
 namespace kruise::kube {
 
@@ -49,6 +54,10 @@ struct LeaderCallbacks {
   std::function<void()> on_stopped_leading;
   // Runs when the observed leader changes (including to ourselves).
   std::function<void(const std::string& identity)> on_new_leader;
+  // Runs on the Run() thread the moment the lease is lost (not on a clean stop), after the fence
+  // closed and before on_started_leading's stop token fires and is waited for. A process that must
+  // not drain its in-flight work (controller-runtime exits at once) exits here.
+  std::function<void()> on_lost;
 };
 
 struct LeaderElectionConfig {
@@ -60,6 +69,9 @@ struct LeaderElectionConfig {
   absl::Duration retry_period = absl::Seconds(2);
   bool release_on_cancel = true;
   Clock* clock = Clock::Real();
+  // Optional: opened to (renewal round start + renew_deadline) at each successful acquire or
+  // renewal, closed when leadership ends (write_fence.h). Must outlive the elector.
+  WriteFence* fence = nullptr;
   LeaderCallbacks callbacks;
 };
 
@@ -81,8 +93,11 @@ class LeaderElector {
 
  private:
   LeaderElector(KubeClient* client, LeaderElectionConfig config);
-  // One read-modify-write; true when we hold the lease afterwards.
-  bool TryAcquireOrRenew();
+  enum class Attempt { kHeld, kFailed, kTakenByOther };
+  // One read-modify-write started at `now`, every call of it bounded by `deadline`. kHeld: we
+  // hold the lease afterwards; kTakenByOther: we were leading and another identity holds it.
+  Attempt TryAcquireOrRenew(absl::Time now, absl::Time deadline);
+  void SetLeading(bool leading, absl::Time fence_until);
   void Release();
   // Waits `d` on the clock or until stop; false when stopped.
   bool Wait(std::stop_token& stop, absl::Duration d);

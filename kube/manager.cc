@@ -171,6 +171,7 @@ int Manager::Run(std::stop_token stop) {
     LeaderElectionConfig cfg = *opts_.leader_election;
     LeaderCallbacks user = cfg.callbacks;
     cfg.clock = clock;
+    cfg.fence = opts_.fence;
     cfg.callbacks.on_started_leading = [&, user](std::stop_token leading) {
       {
         absl::MutexLock lock(&mu_);
@@ -210,6 +211,7 @@ int Manager::Run(std::stop_token stop) {
       absl::MutexLock lock(&mu_);
       leader_ = true;
     }
+    if (opts_.fence != nullptr) opts_.fence->ExtendTo(absl::InfiniteFuture());
     election = std::thread([&] { lead(internal_stop.get_token()); });
   }
 

@@ -10,8 +10,9 @@
 //      (controllers).
 // It stops in reverse order when the stop token fires (see StopOnSignals() for SIGTERM/SIGINT):
 // leader runnables, then the lease is released, then the other runnables, then the caches.
-// Losing the lease stops everything and Run() returns 1: the process must exit (a new leader may
-// already be acting).
+// Losing the lease closes the write fence at once, runs the config's callbacks.on_lost (where a
+// production process exits without draining), then stops everything and Run() returns 1: the
+// process must exit (a new leader may already be acting).
 //
 // Thread-safety: Add*/AddGate before Run(); Run() once, from one thread; IsLeader()/Elected()
 // from any thread.
@@ -68,6 +69,10 @@ struct ManagerOptions {
   // Leader election: unset -> this replica always leads (single replica / tests). Callbacks in
   // the config are chained after the manager's own.
   std::optional<LeaderElectionConfig> leader_election;
+  // Optional: the fence of the controllers' client (write_fence.h). With leader election it is
+  // open while this replica's lease term lasts; without, from the start of the leader-only
+  // runnables. Must outlive Run().
+  WriteFence* fence = nullptr;
 };
 
 class Manager {

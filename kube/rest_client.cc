@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "kube/call_deadline.h"
 #include "kube/errors.h"
 
 namespace kruise::kube {
@@ -315,7 +316,8 @@ size_t CaptureRetryAfter(char* data, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-RestKubeClient::Response RestKubeClient::PerformOnce(const Request& req, const std::string& token) {
+RestKubeClient::Response RestKubeClient::PerformOnce(const Request& req, const std::string& token,
+                                                     std::optional<absl::Time> deadline) {
   attempts_.fetch_add(1);
   Response resp;
   CurlPtr h = pool_->Acquire();
@@ -330,8 +332,16 @@ RestKubeClient::Response RestKubeClient::PerformOnce(const Request& req, const s
   SlistPtr headers = BuildHeaders(token, req.content_type);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   SetMethod(c, req.method, req.body);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                   std::max<long>(1, absl::ToInt64Milliseconds(config_.timeout)));
+  absl::Duration timeout = config_.timeout;
+  if (deadline) timeout = std::min(timeout, *deadline - clock_->Now());
+  // Rounded up: curl must not give up before the deadline has passed.
+  const long timeout_ms =
+      std::max<long>(1, absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  // A call deadline can only shorten the handle's connect timeout (ApplyCommonOptions).
+  const long connect_ms =
+      absl::ToInt64Milliseconds(std::min(config_.timeout, absl::Seconds(10)));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, std::min(timeout_ms, connect_ms)));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &AppendBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &CaptureRetryAfter);
@@ -360,10 +370,20 @@ absl::Duration RestKubeClient::Backoff(int attempt) {
 absl::StatusOr<RestKubeClient::Response> RestKubeClient::Execute(const Request& req) {
   const std::string what = absl::StrCat(req.method, " ", config_.host, req.path);
   bool refreshed_token = false;
+  // A caller's budget (ScopedCallDeadline): nothing is sent, waited for or retried past it.
+  const std::optional<absl::Time> deadline = CurrentCallDeadline();
+  auto past_deadline = [&] { return deadline && clock_->Now() >= *deadline; };
   for (int attempt = 1;; ++attempt) {
-    throttle_.Wait();
+    if (deadline) {
+      if (!throttle_.Wait(*deadline) || past_deadline()) return CallDeadlineExceeded(what);
+    } else {
+      throttle_.Wait();
+    }
     ASSIGN_OR_RETURN(std::string token, tokens_.Token());
-    Response resp = PerformOnce(req, token);
+    Response resp = PerformOnce(req, token, deadline);
+    if (resp.curl_code == CURLE_OPERATION_TIMEDOUT && past_deadline()) {
+      return CallDeadlineExceeded(what);
+    }
     absl::Status st;
     std::optional<absl::Duration> wait;
     bool retry = false;
@@ -400,6 +420,10 @@ absl::StatusOr<RestKubeClient::Response> RestKubeClient::Execute(const Request& 
       return st;
     }
     absl::Duration d = wait ? *wait : Backoff(attempt);
+    if (deadline && clock_->Now() + d >= *deadline) {
+      Logger("kube")->debug("{}: {}; no retry within the call's deadline", what, st);
+      return st;
+    }
     Logger("kube")->debug("{}: {}; retrying in {}", what, st, absl::FormatDuration(d));
     clock_->SleepFor(d);
   }

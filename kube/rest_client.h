@@ -14,6 +14,9 @@
 // - Retries: GET/LIST on connection errors and 500/502/503/504 with exponential backoff and jitter;
 //   every verb on 429, waiting for Retry-After; connection refused for every verb (nothing was
 //   sent).
+// - Deadlines: a ScopedCallDeadline on the calling thread (call_deadline.h) bounds each call: no
+//   throttle wait, attempt or retry past it, each attempt's timeout capped at what is left
+//   (kDeadlineExceeded). Watches ignore it.
 // - Lists fill in `kind`/`apiVersion` on each item (the server omits them) so items are
 //   self-describing objects.
 //
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,7 +114,8 @@ class RestKubeClient final : public KubeClient {
   RestKubeClient(RestConfig config, Clock* clock, RestClientOptions options);
 
   absl::StatusOr<Response> Execute(const Request& req);
-  Response PerformOnce(const Request& req, const std::string& token);
+  Response PerformOnce(const Request& req, const std::string& token,
+                       std::optional<absl::Time> deadline);
   absl::StatusOr<Json> ExecuteJson(const Request& req);
   absl::Status ApplyCommonOptions(CURL* c, const std::string& url, char* errbuf);
   absl::Duration Backoff(int attempt);

@@ -1,6 +1,7 @@
 #include "manager/app/app.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "kube/manager.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "kube/write_fence.h"
 #include "manager/cloneset/cloneset_admission.h"
 #include "manager/cloneset/cloneset_controller.h"
 #include "manager/crr/crr_controller.h"
@@ -397,6 +399,30 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   }
   std::unique_ptr<kube::RestKubeClient> client = *std::move(client_or);
   log->info("API server {} ({})", rest->host, rest->source);
+  // The leader's controllers write through the fence (kube/write_fence.h): nothing they send
+  // reaches the API server once this replica's lease term may have ended, even before the elector
+  // notices (a frozen process). Webhooks, certificates and caches use `client` on every replica.
+  kube::WriteFence fence(clock);
+  kube::FencedKubeClient controller_client(client.get(), &fence);
+  // The lease has a client of its own: its own rate limiter (a busy controller cannot delay a
+  // renewal), one attempt per call (a renew round bounds every call by the lease term and retries
+  // itself every retry period).
+  std::unique_ptr<kube::RestKubeClient> lease_client;
+  if (cfg.enable_leader_election) {
+    kube::RestConfig lease_rest = *rest;
+    lease_rest.qps = 5;
+    lease_rest.burst = 10;
+    lease_rest.timeout = cfg.renew_deadline;
+    lease_rest.user_agent = "kruise-manager (kruise-cpp) leader-election";
+    kube::RestClientOptions lease_opts;
+    lease_opts.max_attempts = 1;
+    auto lease_or = kube::RestKubeClient::Create(lease_rest, clock, lease_opts);
+    if (!lease_or.ok()) {
+      log->critical("Kubernetes client for the lease: {}", lease_or.status());
+      return 1;
+    }
+    lease_client = *std::move(lease_or);
+  }
 
   // Probe and metrics servers.
   auto registry = std::make_shared<prometheus::Registry>();
@@ -543,9 +569,18 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     le.callbacks.on_new_leader = [log](const std::string& id) {
       log->info("leader is now {}", id);
     };
+    // As controller-runtime: a replica that lost its lease exits at once instead of draining its
+    // reconciles (the fence already refuses their writes); the Deployment restarts it as a
+    // candidate.
+    le.callbacks.on_lost = [log] {
+      log->critical("leader election lost: exiting now");
+      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      std::_Exit(1);
+    };
     mo.leader_election = le;
   }
-  kube::Manager manager(client.get(), mo);
+  mo.fence = &fence;
+  kube::Manager manager(lease_client.get(), mo);
   manager.AddInformer(&cert_secret);
   manager.Add(&webhook_runnable);
   manager.AddGate(&webhook_ready);
@@ -553,7 +588,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   kube::EventRecorderOptions event_opts;
   event_opts.component = "kruise-manager";
   event_opts.clock = clock;
-  kube::EventRecorder recorder(client.get(), event_opts);
+  kube::EventRecorder recorder(&controller_client, event_opts);
   SharedInformers shared(client.get(), clock, &manager);
   if (inject_sidecars) {
     sidecarset_cache.Attach(
@@ -573,12 +608,12 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   std::unique_ptr<pub::PubDisruptionGate> pub_gate;
   if (pub_served && gates.Enabled("PodUnavailableBudgetUpdateGate")) {
     pub_gate = std::make_unique<pub::PubDisruptionGate>(
-        &pub_cache, client.get(), clock,
+        &pub_cache, &controller_client, clock,
         std::vector<std::string>{"kube-system", cfg.namespace_name});
   }
   ControllerContext ctx;
   ctx.shared = &shared;
-  ctx.client = client.get();
+  ctx.client = &controller_client;
   ctx.manager = &manager;
   ctx.recorder = &recorder;
   ctx.clock = clock;

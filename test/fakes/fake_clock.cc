@@ -1,5 +1,7 @@
 #include "test/fakes/fake_clock.h"
 
+#include <iterator>
+
 
 namespace kruise::testing {
 
@@ -15,6 +17,7 @@ bool FakeClock::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
   {
     absl::MutexLock lock(&waiters_mu_);
     waiters_.insert(mu);
+    deadlines_.insert(deadline);
   }
   mu->Lock();
   struct Args {
@@ -28,6 +31,7 @@ bool FakeClock::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
   {
     absl::MutexLock lock(&waiters_mu_);
     waiters_.erase(waiters_.find(mu));
+    deadlines_.erase(deadlines_.find(deadline));
   }
   mu->Lock();
   return cond.Eval();
@@ -46,6 +50,13 @@ void FakeClock::SetTime(absl::Time t) {
 int FakeClock::waiters() const {
   absl::MutexLock lock(&waiters_mu_);
   return static_cast<int>(waiters_.size());
+}
+
+int FakeClock::parked() const {
+  const absl::Time now = Now();
+  absl::MutexLock lock(&waiters_mu_);
+  return static_cast<int>(
+      std::distance(deadlines_.upper_bound(now), deadlines_.end()));
 }
 
 void FakeClock::WakeAll() {

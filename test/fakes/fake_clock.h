@@ -26,6 +26,10 @@ class FakeClock final : public Clock {
   // Number of threads currently blocked in AwaitWithDeadline (lets a test wait until the code
   // under test is parked on a timer before advancing).
   int waiters() const;
+  // Of those, the ones whose deadline is still ahead: a waiter that the last Advance made due but
+  // that has not run yet is not counted (waiters() still counts it), so a test that advances
+  // once `parked()` threads are parked never runs ahead of a thread that has work to do.
+  int parked() const;
 
  private:
   void WakeAll();
@@ -33,6 +37,7 @@ class FakeClock final : public Clock {
   std::atomic<int64_t> now_ns_;
   mutable absl::Mutex waiters_mu_;
   std::multiset<absl::Mutex*> waiters_ ABSL_GUARDED_BY(waiters_mu_);
+  std::multiset<absl::Time> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
 };
 
 }  // namespace kruise::testing

@@ -8,10 +8,13 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kube/call_deadline.h"
 #include "kube/errors.h"
+#include "kube/leader_election.h"
 #include "kube/object.h"
 #include "kube/resources.h"
 #include "kube/rest_client.h"
+#include "kube/write_fence.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
 #include "test/kube/client_test_util.h"
@@ -424,6 +427,126 @@ TEST_F(ClientApiServerTest, UnauthorizedAndTokenRotation) {
   // The token rotates; the next 401 makes the client re-read it and retry.
   dir.Write("token", "new-token\n");
   EXPECT_TRUE(client->List(resources::Pods(), "", {}).ok());
+}
+
+}  // namespace
+}  // namespace kruise::kube
+
+namespace kruise::kube {
+namespace {
+
+// ---- Call deadlines and the write fence against a hung API server (issue 33) ----
+
+Resource LeaseRes() { return {"coordination.k8s.io", "v1", "leases", "Lease", true}; }
+
+class ClientDeadlineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start().ok()); }
+
+  std::unique_ptr<RestKubeClient> NewClient(const std::string& agent, int max_attempts = 4) {
+    RestConfig cfg;
+    cfg.host = server_.base_url();
+    cfg.qps = 0;
+    cfg.user_agent = agent;
+    RestClientOptions opts;
+    opts.initial_backoff = absl::Milliseconds(1);
+    opts.max_backoff = absl::Milliseconds(5);
+    opts.max_attempts = max_attempts;
+    auto c = RestKubeClient::Create(cfg, Clock::Real(), opts);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  testing::FakeApiServer server_;
+};
+
+TEST_F(ClientDeadlineTest, HungLeaseGetEndsAtTheDeadlineWithoutRetryWhileOthersAnswer) {
+  auto client = NewClient("replica-a");
+  auto hung_client = NewClient("replica-a");
+  server_.SetPathLatency("GET", "/leases/", absl::Seconds(3));
+  std::atomic<bool> hung_done{false};
+  absl::Status hung;
+  absl::Duration hung_took;
+  std::thread t([&] {
+    const absl::Time start = absl::Now();
+    ScopedCallDeadline budget(start + absl::Milliseconds(400));
+    hung = hung_client->Get(LeaseRes(), "kruise-system", "kruise-manager").status();
+    hung_took = absl::Now() - start;
+    hung_done = true;
+  });
+  // Meanwhile a pod GET of the same client answers at once.
+  const absl::Time start = absl::Now();
+  absl::Status other = client->Get(resources::Pods(), "default", "none").status();
+  const absl::Duration other_took = absl::Now() - start;
+  t.join();
+  EXPECT_TRUE(kube::IsNotFound(other)) << other;
+  EXPECT_LT(other_took, absl::Seconds(1));
+  EXPECT_EQ(hung.code(), absl::StatusCode::kDeadlineExceeded) << hung;
+  EXPECT_GE(hung_took, absl::Milliseconds(350));
+  EXPECT_LT(hung_took, absl::Milliseconds(2500)) << "not bounded by the call's deadline";
+  EXPECT_EQ(hung_client->attempts(), 1) << "retried past its deadline";
+}
+
+TEST_F(ClientDeadlineTest, NothingIsSentAfterTheDeadline) {
+  auto client = NewClient("replica-a");
+  ScopedCallDeadline passed(absl::Now() - absl::Milliseconds(1));
+  auto r = client->Create(resources::Pods(), "default", Pod("late"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_EQ(server_.RequestCount("POST", "/pods"), 0);
+}
+
+TEST_F(ClientDeadlineTest, FencedWriteHeldByTheServerIsCutOffAtTheFence) {
+  auto client = NewClient("replica-a");
+  WriteFence fence;
+  FencedKubeClient writes(client.get(), &fence);
+  fence.ExtendTo(absl::Now() + absl::Milliseconds(400));
+  server_.SetPathLatency("POST", "/pods", absl::Seconds(3));
+  const absl::Time start = absl::Now();
+  auto r = writes.Create(resources::Pods(), "default", Pod("held"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("cut off at the fence"), std::string::npos) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(2500));
+  // Once closed, nothing more is sent.
+  server_.SetPathLatency("POST", "/pods", absl::ZeroDuration());
+  const int64_t sent = server_.RequestCount("POST", "/pods");
+  EXPECT_EQ(writes.Create(resources::Pods(), "default", Pod("later")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(server_.RequestCount("POST", "/pods"), sent);
+}
+
+// The leader's renewals against a real HTTP API server whose lease GETs hang for this replica
+// only: leadership and the fence end at renew_deadline after the last renewal, not when the hung
+// call would have returned (30 s client timeout, 5 attempts).
+TEST_F(ClientDeadlineTest, LeaderWhoseLeaseCallsHangStopsAtItsRenewDeadline) {
+  auto lease_client = NewClient("replica-a leader-election", /*max_attempts=*/1);
+  WriteFence fence;
+  std::atomic<bool> started{false}, lost{false};
+  LeaderElectionConfig cfg;
+  cfg.identity = "a";
+  cfg.lease_duration = absl::Milliseconds(3000);
+  cfg.renew_deadline = absl::Milliseconds(1500);
+  cfg.retry_period = absl::Milliseconds(300);
+  cfg.fence = &fence;
+  cfg.callbacks.on_started_leading = [&](std::stop_token) { started = true; };
+  cfg.callbacks.on_lost = [&] { lost = true; };
+  auto elector = LeaderElector::Create(lease_client.get(), cfg);
+  ASSERT_TRUE(elector.ok()) << elector.status();
+  std::atomic<int> result{-1};
+  std::jthread run([&](std::stop_token stop) { result = (*elector)->Run(stop) ? 1 : 0; });
+  ASSERT_TRUE(WaitFor([&] { return started.load(); }, absl::Seconds(10)));
+  ASSERT_TRUE(fence.IsOpen());
+  server_.SetPathLatency("GET", "/leases/", absl::Seconds(30), "replica-a");
+  const absl::Time hung_at = absl::Now();
+  const absl::Time fence_end = fence.until();
+  ASSERT_TRUE(WaitFor([&] { return result.load() >= 0; }, absl::Seconds(10)));
+  const absl::Duration took = absl::Now() - hung_at;
+  EXPECT_EQ(result.load(), 0);
+  EXPECT_TRUE(lost.load());
+  EXPECT_FALSE(fence.IsOpen());
+  EXPECT_LE(fence_end, hung_at + cfg.renew_deadline);
+  // Lost within the renew deadline plus scheduling slack, far below a hung call's 30 s.
+  EXPECT_LT(took, absl::Seconds(4)) << absl::FormatDuration(took);
+  server_.SetPathLatency("GET", "/leases/", absl::ZeroDuration(), "replica-a");
 }
 
 }  // namespace

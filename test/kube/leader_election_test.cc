@@ -139,7 +139,8 @@ TEST_F(LeaderElectionTest, LosesLeadershipWhenRenewalFailsPastDeadline) {
   // Renewal rounds retry every 2 s; after 10 s (the renew deadline) leadership is lost.
   const absl::Time start = clock_.Now();
   ASSERT_TRUE(AdvanceUntil([&] { return a->result.load() >= 0; }));
-  // Not before the renew deadline (10 s) plus the wait before the round (2 s).
+  // At the renew deadline (10 s) after the last successful renewal, which was at `start`: not
+  // later (the fence closes then), not earlier.
   EXPECT_GE(clock_.Now() - start, absl::Seconds(10));
   EXPECT_LE(clock_.Now() - start, absl::Seconds(13));
   EXPECT_EQ(a->result.load(), 0);

@@ -11,6 +11,7 @@ if(TARGET kruise_kube AND TARGET kruise_fake_kube_client)
       ${CMAKE_CURRENT_LIST_DIR}/informer_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/controller_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/leader_election_test.cc
+      ${CMAKE_CURRENT_LIST_DIR}/leader_fence_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/event_recorder_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/expectations_test.cc
       ${CMAKE_CURRENT_LIST_DIR}/key_dictionary_test.cc

@@ -44,7 +44,8 @@
 //     BOOKMARK events every bookmark interval and on EmitBookmarkNow(). timeoutSeconds ends the
 //     stream cleanly. A watcher that falls behind the compaction point gets the 410 ERROR.
 //     Watches on a dead connection are noticed at their next write (event, bookmark or timeout).
-//   * Fault injection and observation: Compact/CompactNow, DropWatches, SetLatency, FailNext,
+//   * Fault injection and observation: Compact/CompactNow, DropWatches, SetLatency,
+//     SetPathLatency, FailNext,
 //     RequireToken, request log and counters.
 //
 // Time (creationTimestamp, deletionTimestamp, bookmark interval, watch timeouts, latency) comes
@@ -168,6 +169,13 @@ class FakeApiServer {
   int DropWatches(bool truncate_mid_event = false);
   // Delays every request (before handling) by `d` on the server's clock.
   void SetLatency(absl::Duration d);
+  // Delays the requests whose method matches (empty: any), whose path-with-query contains
+  // `path_substring` and whose User-Agent contains `user_agent_substring` (empty: any client) by
+  // `d` before handling them, e.g. a hung `GET .../leases/...` of one replica while everything
+  // else answers. The request takes effect after the delay even if its client gave up. A zero `d`
+  // removes the rule; with several rules (and SetLatency) the longest delay applies.
+  void SetPathLatency(const std::string& method, const std::string& path_substring,
+                      absl::Duration d, const std::string& user_agent_substring = "");
   void FailNext(const FakeFailure& failure);
   // Requests must carry "Authorization: Bearer <token>" (401 otherwise). Empty disables.
   void RequireToken(const std::string& token);
