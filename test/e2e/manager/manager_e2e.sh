@@ -976,7 +976,16 @@ render_overlay kube-local "$DAEMON_IMAGE" "$WORK/deployment.yaml" "$WORK/deploym
 DEPLOY=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["metadata"]["name"])' "$WORK/deployment.yaml")
 # As on a fresh install: no NodeImage (the new manager creates it), and the first ImagePullJob is
 # created the moment the new manager's webhook admits it. Its status.desired is timed: OpenKruise's
-# e2e expects desired = the node count within 3 s of the creation.
+# e2e expects desired = the node count within 3 s of the creation. Measured (issue 40): with the
+# Lease released by the previous manager (step 7), controllers start 0.2 s after the webhook
+# listens and desired follows the job in ~0.3 s. The one start-up wait that can break the 3 s is
+# the Lease: webhooks serve on every replica before leadership, so with a Lease its previous
+# holder did not release (killed, force-deleted) the job is admitted at once but reconciled only
+# when the Lease is taken, lease-duration + up to 1.2 x retry-period after the new manager's first
+# look at it (15 s + 2.4 s by default, as client-go: the holder's renewTime is not trusted across
+# clocks). A stale Lease measured here: job admitted at 3.3 s, lease taken at 17.5 s, desired
+# 14.8 s after the creation; the manager's log then shows "new leader observed: <old holder>"
+# long before "acquired lease".
 k delete nodeimages.apps.kruise.io "$NODE" --ignore-not-found --wait=true --timeout=30s >/dev/null 2>&1
 cat >"$WORK/job-first.yaml" <<EOF
 apiVersion: apps.kruise.io/v1beta1
