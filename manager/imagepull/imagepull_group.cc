@@ -37,6 +37,17 @@ std::vector<Request> JobsOwningTags(const Json& ni) {
   return out;
 }
 
+class CopyCollector : public kube::Reconciler {
+ public:
+  explicit CopyCollector(PullSecretCopies* copies) : copies_(copies) {}
+  absl::StatusOr<kube::Result> Reconcile(const Request& req) override {
+    return copies_->Collect(req.name);
+  }
+
+ private:
+  PullSecretCopies* const copies_;
+};
+
 class ImagePullGroup : public ControllerGroup {
  public:
   explicit ImagePullGroup(ImagePullGroupOptions opts) : opts_(std::move(opts)) {}
@@ -140,7 +151,11 @@ class ImagePullGroup : public ControllerGroup {
     o.resource = kube::resources::Secrets();
     o.ns = ctx.daemon_config_namespace;
     kube::Informer* copies = make(o);
-    secrets_ = std::make_unique<PullSecretCopies>(ctx.client, copies, ctx.daemon_config_namespace);
+    PullSecretCopiesOptions so;
+    so.daemon_namespace = ctx.daemon_config_namespace;
+    so.image_pull_jobs = jobs;
+    secrets_ = std::make_unique<PullSecretCopies>(ctx.client, ctx.clock, ctx.recorder, copies,
+                                                  job_inf, std::move(so));
 
     ImagePullJobControllerOptions jo;
     jo.node_images = node_images;
@@ -196,6 +211,26 @@ class ImagePullGroup : public ControllerGroup {
                              return out;
                            }));
     ctx.manager->Add(job_controller_.get());
+
+    // Copies no job can use any more are deleted (PullSecretCopies::Collect): every copy once at
+    // start (orphans of jobs deleted while no manager ran), a copy whenever it changes (a job
+    // released it), and the copies a deleted job could have used.
+    copy_reconciler_ = std::make_unique<CopyCollector>(secrets_.get());
+    co.workers = 1;
+    copy_controller_ =
+        std::make_unique<kube::Controller>("pullsecretcopy", copy_reconciler_.get(), co);
+    kube::Predicate labelled;
+    labelled.create = [](const Json& s) { return kube::Label(s, kSourceSecretUidLabel).has_value(); };
+    labelled.update = [](const Json&, const Json& s) {
+      return kube::Label(s, kSourceSecretUidLabel).has_value();
+    };
+    labelled.del = [](const Json&) { return false; };
+    copy_controller_->Watch(copies, kube::EnqueueSelf(), {labelled});
+    copy_controller_->Watch(job_inf, kube::EnqueueMapped([s = secrets_.get()](const Json& job) {
+                              return s->CopiesUsableBy(job);
+                            }),
+                            {deletes_only});
+    ctx.manager->Add(copy_controller_.get());
     Logger("imagepull")->info("NodeImage and ImagePullJob controllers registered ({})", version);
     return absl::OkStatus();
   }
@@ -218,6 +253,8 @@ class ImagePullGroup : public ControllerGroup {
   std::unique_ptr<ImagePullJobReconciler> job_reconciler_;
   std::unique_ptr<kube::Controller> ni_controller_;
   std::unique_ptr<kube::Controller> job_controller_;
+  std::unique_ptr<CopyCollector> copy_reconciler_;
+  std::unique_ptr<kube::Controller> copy_controller_;
 };
 
 }  // namespace

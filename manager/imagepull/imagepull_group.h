@@ -9,8 +9,10 @@
 //
 // Register() creates informers for Nodes, NodeImages, ImagePullJobs, Pods (compacted) and the
 // Secrets of ctx.daemon_config_namespace, adds them to ctx.manager, and adds the controllers
-// "nodeimage" (gate KruiseDaemon; --nodeimage-workers, default 3) and "imagepulljob" (gates
-// KruiseDaemon and ImagePullJobGate; --imagepulljob-workers, default 3). With the gates off it
+// "nodeimage" (gate KruiseDaemon; --nodeimage-workers, default 3), "imagepulljob" (gates
+// KruiseDaemon and ImagePullJobGate; --imagepulljob-workers, default 3) and "pullsecretcopy"
+// (same gates, one worker: deletes the pull-secret copies no job can use any more, see
+// pull_secrets.h). With the gates off it
 // registers nothing. The apps.kruise.io version is v1beta1 when the API server serves it (one
 // LIST with limit 1 at Register), else v1alpha1; owner references written into NodeImages use
 // the same version. When neither version is served (CRDs not installed) the group registers

@@ -134,7 +134,11 @@ absl::Status ImagePullJobReconciler::RemoveFinalizer(const Json& job) {
 absl::StatusOr<kube::Result> ImagePullJobReconciler::Finish(const Json& job) {
   if (absl::Status s = secrets_->ReleaseAll(job); !s.ok()) return s;
   if (absl::Status s = RemoveFinalizer(job); !s.ok()) return s;
-  if (kube::IsBeingDeleted(job)) return kube::Result{};
+  return kube::Result{};
+}
+
+absl::StatusOr<kube::Result> ImagePullJobReconciler::AfterCompletion(const Json& job) {
+  // The job keeps its pull-secret copies until it is deleted (by its TTL or by hand).
   auto ttl = kube::GetInt(job, {"spec", "completionPolicy", "ttlSecondsAfterFinished"});
   auto done = StatusTime(job, "completionTime");
   if (!ttl || !done) return kube::Result{};
@@ -333,9 +337,7 @@ absl::StatusOr<kube::Result> ImagePullJobReconciler::Reconcile(const kube::Reque
   const Json& job = *cached;
   // Our last write to this job has not reached the cache: its event brings us back.
   if (!job_expectations_.SatisfiedByCache(job)) return kube::Result{};
-  if (kube::IsBeingDeleted(job) || kube::GetString(job, {"status", "completionTime"})) {
-    return Finish(job);
-  }
+  if (kube::IsBeingDeleted(job)) return Finish(job);
   if (!kube::HasFinalizer(job, kProtectionFinalizer)) {
     Json fins = Json::array();
     for (const std::string& f : kube::Finalizers(job)) fins.push_back(f);
@@ -348,6 +350,7 @@ absl::StatusOr<kube::Result> ImagePullJobReconciler::Reconcile(const kube::Reque
     job_expectations_.Expect(kube::StoreKey(*r), kube::ResourceVersion(*r));
     return kube::Result{};
   }
+  if (kube::GetString(job, {"status", "completionTime"})) return AfterCompletion(job);
 
   auto spec = ParseImagePullJobSpec(job);
   if (!spec.ok()) {

@@ -4,10 +4,12 @@
 // reports progress in the job's status.
 //
 // Per reconcile of a job (level-based, from the informer caches):
-//  1. Finished (status.completionTime) or being deleted: release the pull-secret copies, drop the
-//     deletion-protection finalizer; a finished job with ttlSecondsAfterFinished is deleted once
-//     that time has passed since completionTime.
-//  2. Adds the finalizer apps.kruise.io/deletion-protection (so copies are always released).
+//  1. Being deleted: release the pull-secret copies (PullSecretCopies::ReleaseAll), drop the
+//     deletion-protection finalizer.
+//  2. Adds the finalizer apps.kruise.io/deletion-protection (so copies are always released),
+//     also to a finished job. A finished job (status.completionTime) keeps its copies (a daemon
+//     may still read them) and nothing else is done but its ttlSecondsAfterFinished: it is
+//     deleted once that time has passed since completionTime.
 //  3. Target NodeImages: all; or spec.selector.names; or spec.selector labels matched against
 //     NodeImage labels (= Node labels); or the nodes of active, scheduled pods in the job's
 //     namespace matching spec.podSelector.
@@ -88,6 +90,7 @@ class ImagePullJobReconciler : public kube::Reconciler {
     std::vector<std::string> not_synced, pulling, succeeded, failed;
   };
   absl::StatusOr<kube::Result> Finish(const kube::Json& job);
+  absl::StatusOr<kube::Result> AfterCompletion(const kube::Json& job);
   absl::Status RemoveFinalizer(const kube::Json& job);
   std::vector<std::shared_ptr<const kube::Json>> Targets(const kube::Json& job,
                                                          const ImagePullJobSpec& spec);

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "kube/event_recorder.h"
 #include "kube/manager.h"
 #include "kube/object.h"
 #include "kube/resources.h"
@@ -61,6 +62,10 @@ class ImagePullControllersTest : public ::testing::Test {
     ctx.client = client_.get();
     ctx.manager = manager_.get();
     ctx.clock = &clock_;
+    kube::EventRecorderOptions eo;
+    eo.clock = &clock_;
+    recorder_ = std::make_unique<kube::EventRecorder>(client_.get(), eo);
+    ctx.recorder = recorder_.get();
     group_ = NewImagePullControllerGroup(opts);
     ASSERT_TRUE(group_->Register(ctx).ok());
     runner_ = std::thread([this] { manager_->Run(stop_.get_token()); });
@@ -150,9 +155,51 @@ class ImagePullControllersTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
+  static testing::FakeApiServerOptions OnClock(Clock* clock) {
+    testing::FakeApiServerOptions o;
+    o.clock = clock;
+    return o;
+  }
+
+  // Seeds a Secret in `default`; returns its uid.
+  std::string SeedSecret(const std::string& name, const std::string& type) {
+    Json secret = {{"apiVersion", "v1"},
+                   {"kind", "Secret"},
+                   {"metadata", {{"name", name}, {"namespace", "default"}}},
+                   {"type", type},
+                   {"data", {{".dockerconfigjson", "e30="}}}};
+    auto r = api_.Seed("secrets", secret);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? kube::Uid(*r) : "";
+  }
+
+  std::vector<Json> Copies() { return api_.List("secrets", kDaemonNs); }
+
+  // Requests whose method is `method` and whose path contains `path`, as indexes into Requests().
+  std::vector<size_t> RequestIndexes(const std::string& method, const std::string& path) {
+    std::vector<size_t> out;
+    auto all = api_.Requests();
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].method == method && all[i].path.find(path) != std::string::npos) out.push_back(i);
+    }
+    return out;
+  }
+
+  // Advances the clock by `step` until `pred` holds (a requeue computed just before an Advance is
+  // registered just after it, so one Advance is not always enough).
+  bool AdvanceUntil(const std::function<bool()>& pred, absl::Duration step) {
+    return Eventually([&] {
+      if (pred()) return true;
+      clock_.Advance(step);
+      return false;
+    });
+  }
+
   testing::FakeClock clock_;
-  testing::FakeApiServer api_;
+  // The API server's clock is the test's: copies' creationTimestamps age with Advance().
+  testing::FakeApiServer api_{OnClock(&clock_)};
   std::unique_ptr<kube::RestKubeClient> client_;
+  std::unique_ptr<kube::EventRecorder> recorder_;
   std::unique_ptr<kube::Manager> manager_;
   std::unique_ptr<ControllerGroup> group_;
   std::stop_source stop_;
@@ -252,11 +299,11 @@ TEST_F(ImagePullControllersTest, ParallelismOneTagsOneNodeAtATime) {
   EXPECT_EQ(s["failed"], 0);
   EXPECT_EQ(s["active"], 0);
   EXPECT_EQ(s["message"], "job has completed");
-  // Finished: the protection finalizer is gone again.
-  ASSERT_TRUE(Eventually([&] {
-    auto j = Get(kJobs, "default", "warm");
-    return j && !kube::HasFinalizer(*j, kProtectionFinalizer);
-  }));
+  // Finished: the protection finalizer stays until the job is deleted (its pull-secret copies
+  // are kept as long, issue 40).
+  auto j = Get(kJobs, "default", "warm");
+  ASSERT_TRUE(j.has_value());
+  EXPECT_TRUE(kube::HasFinalizer(*j, kProtectionFinalizer));
 }
 
 TEST_F(ImagePullControllersTest, FailedNodesAndSelectors) {
@@ -386,14 +433,199 @@ TEST_F(ImagePullControllersTest, PullSecretCopySharedAndReleased) {
            !Get(kJobs, "default", "a").has_value();
   }));
   ASSERT_TRUE(client_->Delete(JobsV1beta1(), "default", "b").ok());
-  ASSERT_TRUE(
-      Eventually([&] { return copies().empty() && !Get(kJobs, "default", "b").has_value(); }));
+  // Released, and kept for the rest of its grace period (30 s after its creation).
+  ASSERT_TRUE(Eventually([&] {
+    auto c = copies();
+    return c.size() == 1 && kube::Annotation(c[0], kReferencesAnnotation) == "" &&
+           !Get(kJobs, "default", "b").has_value();
+  }));
+  EXPECT_EQ(RequestIndexes("DELETE", "/secrets/"), std::vector<size_t>{});
+  ASSERT_TRUE(AdvanceUntil([&] { return copies().empty(); }, absl::Seconds(31)));
   // The deleted jobs' tags are garbage-collected from the NodeImage.
   ASSERT_TRUE(Eventually([&] {
     auto ni = Get(kNodeImages, "", "node-0");
     return ni && kube::FindPath(*ni, {"spec", "images", "busybox"}) == nullptr &&
            kube::FindPath(*ni, {"spec", "images", "nginx"}) == nullptr;
   }));
+}
+
+// Issue 40: a completed job keeps its copy (and its reference) until the job is deleted; only
+// then, and only after the copy's grace period, is the copy deleted.
+TEST_F(ImagePullControllersTest, PullSecretCopyLivesAsLongAsItsCompletedJob) {
+  Start();
+  SeedReadyNodes(1);
+  SeedSecret("regcred", "kubernetes.io/dockerconfigjson");
+  ASSERT_TRUE(CreateJob("once", {{"image", "busybox:1"},
+                                 {"pullSecrets", {"regcred"}},
+                                 {"completionPolicy", {{"ttlSecondsAfterFinished", 60}}}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Copies();
+    return c.size() == 1 && kube::Annotation(c[0], kReferencesAnnotation) == "default/once";
+  }));
+  const std::string copy = kube::Name(Copies()[0]);
+  ASSERT_TRUE(Eventually([&] {
+    auto ni = Get(kNodeImages, "", "node-0");
+    const Json* refs = kube::FindPath(*ni, {"spec", "images", "busybox", "pullSecrets"});
+    return refs && *refs == Json::array({{{"namespace", kDaemonNs}, {"name", copy}}});
+  }));
+  Report("node-0", "busybox", "1", "Succeeded");
+  ASSERT_TRUE(Eventually([&] { return JobStatus("once").contains("completionTime"); }));
+  // Completed, past the grace period, TTL not yet: the copy and its reference stay.
+  clock_.Advance(absl::Seconds(40));
+  ASSERT_TRUE(Eventually([&] {
+    auto job = Get(kJobs, "default", "once");
+    return job && kube::HasFinalizer(*job, kProtectionFinalizer);
+  }));
+  auto c = Copies();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(kube::Name(c[0]), copy);
+  EXPECT_EQ(kube::Annotation(c[0], kReferencesAnnotation), "default/once");
+  // The TTL deletes the job; the copy goes after it.
+  clock_.Advance(absl::Seconds(21));
+  ASSERT_TRUE(Eventually([&] { return !Get(kJobs, "default", "once").has_value(); }));
+  ASSERT_TRUE(AdvanceUntil([&] { return Copies().empty(); }, absl::Seconds(1)));
+  // In the request log: the copy was written (its reference released) and deleted only after the
+  // job's deletion.
+  auto job_deletes = RequestIndexes("DELETE", "/imagepulljobs/once");
+  ASSERT_EQ(job_deletes.size(), 1u);
+  for (const char* method : {"PUT", "DELETE"}) {
+    for (size_t i : RequestIndexes(method, std::string("/secrets/") + copy)) {
+      EXPECT_GT(i, job_deletes[0]) << method << " of the copy before the job's deletion";
+    }
+  }
+  EXPECT_EQ(RequestIndexes("DELETE", std::string("/secrets/") + copy).size(), 1u);
+}
+
+// A copy is never deleted within its grace period, even when its only job is deleted at once;
+// a job that names the Secret meanwhile takes it over.
+TEST_F(ImagePullControllersTest, PullSecretCopyGracePeriodAndTakeOver) {
+  Start();
+  SeedReadyNodes(1);
+  SeedSecret("regcred", "kubernetes.io/dockercfg");
+  Json never = {{"type", "Never"}};
+  ASSERT_TRUE(CreateJob("first", {{"image", "busybox:1"},
+                                  {"pullSecrets", {"regcred"}},
+                                  {"completionPolicy", never}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Copies();
+    auto job = Get(kJobs, "default", "first");
+    return c.size() == 1 && kube::Annotation(c[0], kReferencesAnnotation) == "default/first" &&
+           job && kube::HasFinalizer(*job, kProtectionFinalizer);
+  }));
+  const std::string copy = kube::Name(Copies()[0]);
+  EXPECT_EQ(Copies()[0]["type"], "kubernetes.io/dockercfg");
+  ASSERT_TRUE(client_->Delete(JobsV1beta1(), "default", "first").ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Copies();
+    return !Get(kJobs, "default", "first").has_value() && c.size() == 1 &&
+           kube::Annotation(c[0], kReferencesAnnotation) == "";
+  }));
+  clock_.Advance(absl::Seconds(20));  // still within the 30 s
+  ASSERT_TRUE(CreateJob("second", {{"image", "nginx:1"},
+                                   {"pullSecrets", {"regcred"}},
+                                   {"completionPolicy", never}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto c = Copies();
+    return c.size() == 1 && kube::Annotation(c[0], kReferencesAnnotation) == "default/second";
+  }));
+  EXPECT_EQ(kube::Name(Copies()[0]), copy);  // the same copy, taken over
+  clock_.Advance(absl::Seconds(20));          // past the grace period: kept, it has a job
+  ASSERT_TRUE(Eventually([&] {
+    auto ni = Get(kNodeImages, "", "node-0");
+    return kube::FindPath(*ni, {"spec", "images", "nginx", "pullSecrets"}) != nullptr;
+  }));
+  EXPECT_EQ(Copies().size(), 1u);
+  EXPECT_EQ(RequestIndexes("DELETE", "/secrets/"), std::vector<size_t>{});
+  ASSERT_TRUE(client_->Delete(JobsV1beta1(), "default", "second").ok());
+  ASSERT_TRUE(Eventually([&] { return Copies().empty(); }));
+}
+
+// Copies left by jobs that vanished without releasing them (deleted while no manager ran) are
+// collected at start; a copy still named by a job is kept and gets the job's reference back.
+TEST_F(ImagePullControllersTest, PullSecretCopyOrphansCollectedAtStart) {
+  const std::string old_uid = SeedSecret("oldcred", "kubernetes.io/dockerconfigjson");
+  const std::string reg_uid = SeedSecret("regcred", "kubernetes.io/dockerconfigjson");
+  auto seed_copy = [&](const std::string& name, const std::string& uid, const std::string& source,
+                       const std::string& refs) {
+    Json c = {{"apiVersion", "v1"},
+              {"kind", "Secret"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", kDaemonNs},
+                {"labels", {{kSourceSecretUidLabel, uid}}},
+                {"annotations",
+                 {{kSourceSecretKeyAnnotation, "default/" + source},
+                  {kReferencesAnnotation, refs}}}}},
+              {"type", "kubernetes.io/dockerconfigjson"},
+              {"data", {{".dockerconfigjson", "e30="}}}};
+    ASSERT_TRUE(api_.Seed("secrets", c).ok());
+  };
+  seed_copy("oldcred-orphan", old_uid, "oldcred", "default/gone");
+  seed_copy("regcred-kept", reg_uid, "regcred", "");
+  // Another Secret in the daemon namespace (not a copy) is never touched.
+  ASSERT_TRUE(api_.Seed("secrets", {{"apiVersion", "v1"},
+                                    {"kind", "Secret"},
+                                    {"metadata", {{"name", "mine"}, {"namespace", kDaemonNs}}},
+                                    {"type", "Opaque"}})
+                  .ok());
+  // A completed job that names regcred (its reference was released by an older manager).
+  Json done = {{"apiVersion", "apps.kruise.io/v1beta1"},
+               {"kind", "ImagePullJob"},
+               {"metadata", {{"name", "done"}, {"namespace", "default"}}},
+               {"spec", {{"image", "busybox:1"}, {"pullSecrets", {"regcred"}}}},
+               {"status",
+                {{"desired", 0}, {"completionTime", kube::FormatRfc3339(clock_.Now())}}}};
+  ASSERT_TRUE(api_.Seed(kJobs, done).ok());
+  clock_.Advance(absl::Seconds(31));
+  Start();
+  ASSERT_TRUE(Eventually([&] { return !Get("secrets", kDaemonNs, "oldcred-orphan").has_value(); }));
+  ASSERT_TRUE(Eventually([&] {
+    auto kept = Get("secrets", kDaemonNs, "regcred-kept");
+    return kept && kube::Annotation(*kept, kReferencesAnnotation) == "default/done";
+  }));
+  EXPECT_TRUE(Get("secrets", kDaemonNs, "mine").has_value());
+  ASSERT_TRUE(client_->Delete(JobsV1beta1(), "default", "done").ok());
+  ASSERT_TRUE(Eventually([&] { return !Get("secrets", kDaemonNs, "regcred-kept").has_value(); }));
+  EXPECT_TRUE(Get("secrets", kDaemonNs, "mine").has_value());
+}
+
+// Issue 34: only docker config Secrets are copied; another type is skipped with a Warning event
+// on the job that names the Secret and its type.
+TEST_F(ImagePullControllersTest, PullSecretOfOtherTypeSkippedWithEvent) {
+  Start();
+  SeedReadyNodes(1);
+  SeedSecret("regcred", "kubernetes.io/dockerconfigjson");
+  SeedSecret("tlscert", "kubernetes.io/tls");
+  ASSERT_TRUE(CreateJob("mixed", {{"image", "busybox:1"},
+                                  {"pullSecrets", {"tlscert", "regcred"}},
+                                  {"completionPolicy", {{"type", "Never"}}}})
+                  .ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto ni = Get(kNodeImages, "", "node-0");
+    return kube::FindPath(*ni, {"spec", "images", "busybox", "pullSecrets"}) != nullptr;
+  }));
+  auto c = Copies();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(kube::Annotation(c[0], kSourceSecretKeyAnnotation), "default/regcred");
+  EXPECT_EQ(*kube::FindPath(*Get(kNodeImages, "", "node-0"),
+                            {"spec", "images", "busybox", "pullSecrets"}),
+            Json::array({{{"namespace", kDaemonNs}, {"name", kube::Name(c[0])}}}));
+  Json event;
+  ASSERT_TRUE(Eventually([&] {
+    for (const Json& e : api_.List("events", "default")) {
+      if (e.value("reason", "") == "PullSecretSkipped") event = e;
+    }
+    return !event.is_null();
+  }));
+  EXPECT_EQ(event["type"], "Warning");
+  EXPECT_EQ(event["involvedObject"]["name"], "mixed");
+  const std::string msg = event.value("message", "");
+  EXPECT_NE(msg.find("tlscert"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kubernetes.io/tls"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("e30="), std::string::npos) << msg;
 }
 
 TEST_F(ImagePullControllersTest, AlwaysDeadlineCompletesAsFailed) {
