@@ -384,6 +384,21 @@ class FakeApiServer::Impl {
     absl::MutexLock lock(&mu_);
     latency_ = d;
   }
+  void SetPathLatency(const std::string& method, const std::string& path_substring,
+                      absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    for (auto it = path_latency_.begin(); it != path_latency_.end(); ++it) {
+      if (it->method == method && it->path_substring == path_substring) {
+        if (d == absl::ZeroDuration()) {
+          path_latency_.erase(it);
+        } else {
+          it->latency = d;
+        }
+        return;
+      }
+    }
+    if (d != absl::ZeroDuration()) path_latency_.push_back({method, path_substring, d});
+  }
   void FailNext(const FakeFailure& f) {
     absl::MutexLock lock(&mu_);
     failures_.push_back(f);
@@ -501,6 +516,12 @@ class FakeApiServer::Impl {
   int64_t bookmark_config_gen_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bookmark_now_gen_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration latency_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  struct PathLatency {
+    std::string method;
+    std::string path_substring;
+    absl::Duration latency;
+  };
+  std::vector<PathLatency> path_latency_ ABSL_GUARDED_BY(mu_);
   std::deque<FakeFailure> failures_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
@@ -1079,6 +1100,13 @@ void FakeApiServer::Impl::Handle(const httplib::Request& req, httplib::Response&
   {
     absl::MutexLock lock(&mu_);
     latency = latency_;
+    for (const PathLatency& pl : path_latency_) {
+      if ((pl.method.empty() || pl.method == req.method) &&
+          absl::StrContains(path_with_query, pl.path_substring)) {
+        latency = pl.latency;
+        break;
+      }
+    }
     token = token_;
     for (auto it = failures_.begin(); it != failures_.end(); ++it) {
       if ((it->method.empty() || it->method == req.method) &&
@@ -1753,6 +1781,10 @@ int FakeApiServer::DropWatches(bool truncate_mid_event) {
   return impl_->DropWatches(truncate_mid_event);
 }
 void FakeApiServer::SetLatency(absl::Duration d) { impl_->SetLatency(d); }
+void FakeApiServer::SetPathLatency(const std::string& method, const std::string& path_substring,
+                                   absl::Duration d) {
+  impl_->SetPathLatency(method, path_substring, d);
+}
 void FakeApiServer::FailNext(const FakeFailure& failure) { impl_->FailNext(failure); }
 void FakeApiServer::RequireToken(const std::string& token) { impl_->RequireToken(token); }
 void FakeApiServer::SetBookmarkInterval(absl::Duration d) { impl_->SetBookmarkInterval(d); }

@@ -168,6 +168,11 @@ class FakeApiServer {
   int DropWatches(bool truncate_mid_event = false);
   // Delays every request (before handling) by `d` on the server's clock.
   void SetLatency(absl::Duration d);
+  // Delays requests whose method matches (empty: any) and whose path-with-query contains
+  // `path_substring` by `d` (instead of SetLatency's); zero removes the rule. Rules are matched
+  // in the order they were first set.
+  void SetPathLatency(const std::string& method, const std::string& path_substring,
+                      absl::Duration d);
   void FailNext(const FakeFailure& failure);
   // Requests must carry "Authorization: Bearer <token>" (401 otherwise). Empty disables.
   void RequireToken(const std::string& token);
