@@ -361,7 +361,13 @@ absl::StatusOr<RestKubeClient::Response> RestKubeClient::Execute(const Request& 
   const std::string what = absl::StrCat(req.method, " ", config_.host, req.path);
   bool refreshed_token = false;
   for (int attempt = 1;; ++attempt) {
-    throttle_.Wait();
+    if (!throttle_.Wait(options_.max_throttle_wait == absl::InfiniteDuration()
+                            ? absl::InfiniteFuture()
+                            : clock_->Now() + options_.max_throttle_wait)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, ": client-side throttle would wait longer than ",
+                       absl::FormatDuration(options_.max_throttle_wait)));
+    }
     ASSIGN_OR_RETURN(std::string token, tokens_.Token());
     Response resp = PerformOnce(req, token);
     absl::Status st;
