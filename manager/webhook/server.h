@@ -24,12 +24,16 @@
 //     bodies up to 3 MiB and etcd stores objects up to 1.5 MiB, so a CREATE review carries at
 //     most ~3 MiB and an UPDATE review two stored objects; plus the envelope);
 //   * memory: an admission body of N bytes is charged `decode_cost_factor` x N (what decoding it
-//     costs at its peak: the body, simdjson's tape, the nlohmann DOM; measured in
-//     bench/webhook/README.md) against `decode_budget_bytes` from its headers (Content-Length)
-//     until its answer is ready; a review that does not fit while others are in flight gets 429
-//     before its body is read (one review always fits, however large);
+//     costs at its peak: the body, simdjson's tape, the nlohmann DOM: 13x for a 4 MiB pod of
+//     small fields, bench/webhook/README.md) against `decode_budget_bytes` (112 MiB: two 4 MiB
+//     reviews; with the manager's caches and full sessions inside its 256 MiB limit) from its
+//     headers (Content-Length) until its answer is ready; a review that does not fit while others
+//     are in flight gets 429 before its body is read (one review always fits, however large).
+//     After a review over 1 MiB the heap is trimmed (malloc_trim), so RSS follows;
 //   * a full handler queue (or a handler at its share) answers 429 at once;
-//   * at most `max_sessions` connections: more are closed as soon as accepted;
+//   * at most `max_sessions` (512) connections: more are closed as soon as accepted. An idle TLS
+//     connection costs ~72 KiB (Asio's two 17 KiB TLS record buffers and its BIO pair's two),
+//     so 512 hold at most ~36 MiB;
 //   * accept errors for lack of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) pause
 //     accepting for `accept_backoff` instead of retrying in a busy loop;
 //   * read and write timeouts per socket operation; idle keep-alive connections close after
@@ -81,9 +85,9 @@ class WebhookServer {
     int handler_queue = 256;
     int max_running_per_handler = 0;
     // Bytes of decode memory in flight (body size x factor), see "Limits".
-    size_t decode_budget_bytes = 96 << 20;
-    double decode_cost_factor = 12;
-    int max_sessions = 1024;
+    size_t decode_budget_bytes = 112 << 20;
+    double decode_cost_factor = 14;
+    int max_sessions = 512;
     absl::Duration accept_backoff = absl::Milliseconds(100);
     Clock* clock = Clock::Real();
     absl::Duration cert_poll_interval = absl::Seconds(2);

@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <dirent.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -599,28 +597,28 @@ TEST(WebhookServerLimitsTest, ConnectionsBeyondMaxSessionsAreRefused) {
 }
 
 // The child of AcceptPausesOnEmfileInsteadOfSpinning (the same binary, re-executed; disabled
-// otherwise): serves with every descriptor taken, so each accept fails with EMFILE.
+// otherwise): serves with every descriptor taken, so each accept fails with EMFILE, and writes its
+// port to the inherited pipe once that is so.
 TEST(WebhookServerEmfileChild, DISABLED_Serve) {
-  const char* out = std::getenv("KRUISE_EMFILE_CHILD_PORT_FILE");
-  ASSERT_NE(out, nullptr);
+  const char* pipe_fd = std::getenv("KRUISE_EMFILE_CHILD_PIPE");
+  ASSERT_NE(pipe_fd, nullptr);
   testing::TempDir dir;
   testing::WritePki(dir.path(), testing::MakePki());
   HandlerRegistry registry;
   WebhookServer server({.address = "127.0.0.1:0", .cert_dir = dir.path()}, &registry);
   ASSERT_TRUE(server.Start().ok());
-  int open_fds = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d) != nullptr) ++open_fds;
-    closedir(d);
-  }
-  {
-    std::ofstream f(out);
-    f << server.port() << "\n";
-  }
+  // Every descriptor below the lowest free one is taken: a limit there makes the next accept
+  // fail with EMFILE.
+  const int lowest_free = dup(0);
+  ASSERT_GE(lowest_free, 0);
+  close(lowest_free);
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);
-  lim.rlim_cur = static_cast<rlim_t>(open_fds);  // counts ".", ".." and the dir's own fd
+  lim.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  const std::string port = absl::StrCat(server.port(), "\n");
+  ASSERT_EQ(write(std::atoi(pipe_fd), port.data(), port.size()),
+            static_cast<ssize_t>(port.size()));
   absl::SleepFor(absl::Seconds(30));  // killed by the parent
 }
 
@@ -641,21 +639,24 @@ double CpuSeconds(pid_t pid) {
 }
 
 TEST(WebhookServerLimitsTest, AcceptPausesOnEmfileInsteadOfSpinning) {
-  testing::TempDir dir;
-  const std::string port_file = dir.path() + "/port";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);  // the write end is inherited by the child
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    setenv("KRUISE_EMFILE_CHILD_PORT_FILE", port_file.c_str(), 1);
+    close(fds[0]);
+    setenv("KRUISE_EMFILE_CHILD_PIPE", std::to_string(fds[1]).c_str(), 1);
     execl("/proc/self/exe", "webhook_server_test", "--gtest_also_run_disabled_tests",
           "--gtest_filter=WebhookServerEmfileChild.DISABLED_Serve", static_cast<char*>(nullptr));
     _exit(127);
   }
-  int port = 0;
-  ASSERT_TRUE(Eventually([&] {
-    std::ifstream f(port_file);
-    return static_cast<bool>(f >> port) && port > 0;
-  }, absl::Seconds(30)));
+  close(fds[1]);
+  char buf[32] = {0};
+  ssize_t n = read(fds[0], buf, sizeof(buf) - 1);  // blocks until the child serves (or dies)
+  close(fds[0]);
+  ASSERT_GT(n, 0) << "the child did not start";
+  const int port = std::atoi(buf);
+  ASSERT_GT(port, 0);
   // A connection the child cannot accept: it stays in the backlog, the listener readable.
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
