@@ -436,8 +436,9 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     return 1;
   }
   std::unique_ptr<kube::RestKubeClient> webhook_client = *std::move(webhook_client_or);
-  // Pod webhooks are failurePolicy Ignore: their infrastructure failures allow with a warning, a
-  // Warning event and kruise_webhook_infrastructure_failures_total (manager/webhook/fail_open.h).
+  // Pod webhooks are failurePolicy Ignore (unless --pod-webhook-failure-policy=Fail): their
+  // infrastructure failures allow with a warning, a Warning event and
+  // kruise_webhook_infrastructure_failures_total (manager/webhook/fail_open.h).
   kube::EventRecorderOptions webhook_event_opts;
   webhook_event_opts.component = "kruise-manager-webhook";
   webhook_event_opts.clock = clock;
@@ -449,6 +450,8 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
         webhook_events.Event(object, kube::EventType::kWarning, reason, message);
       },
   });
+  webhook::FailOpen* pod_fail_open =
+      cfg.pod_webhook_failure_policy == "Ignore" ? &fail_open : nullptr;
   webhook::HandlerRegistry handlers;
   webhook::ApiPodReader pods(webhook_client.get());
   // SidecarSet injection runs in every replica's pod webhook: the SidecarSets and Namespace labels
@@ -464,7 +467,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
       &handlers, &ws_cache, client.get(), gates.Enabled("WorkloadSpread"));
   if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
     pod_mutators.push_back(std::make_unique<workloadspread::WorkloadSpreadInjector>(
-        &ws_cache, webhook_client.get(), clock, nullptr, &fail_open));
+        &ws_cache, webhook_client.get(), clock, nullptr, pod_fail_open));
   }
   bool inject_sidecars = false;
   if (gates.Enabled("PodWebhook")) {
@@ -477,7 +480,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     }
   }
   RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name, std::move(pod_mutators),
-                            &fail_open);
+                            pod_fail_open);
   // PodUnavailableBudget: its webhooks (PUB validation, pod DELETE/UPDATE/eviction) read the PUBs
   // from a cache fed by the informer its controller shares (attached below).
   pub::PubCache pub_cache;
@@ -487,7 +490,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   pub_opts.update_gate = gates.Enabled("PodUnavailableBudgetUpdateGate");
   pub_opts.manager_namespace = cfg.namespace_name;
   pub_opts.clock = clock;
-  pub_opts.fail_open = &fail_open;
+  pub_opts.fail_open = pod_fail_open;
   const bool pub_served =
       pub::RegisterPubHandlers(&handlers, &pub_cache, webhook_client.get(), &pods, pub_opts);
   // Deletion protection: DELETE of objects labelled policy.kruise.io/delete-protection. Registered
@@ -500,9 +503,9 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
     handlers.Append(pub::kValidatePodPath,
                     std::make_shared<workloadspread::WorkloadSpreadDeletionRecorder>(
-                        &ws_cache, webhook_client.get(), &pods, clock, &fail_open));
+                        &ws_cache, webhook_client.get(), &pods, clock, pod_fail_open));
   }
-  handlers.SetFailOpen(webhook::kValidatePodPath, &fail_open);
+  if (pod_fail_open != nullptr) handlers.SetFailOpen(webhook::kValidatePodPath, pod_fail_open);
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;

@@ -116,6 +116,11 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
           "Threads running admission handlers (a slow kind of review holds at most half)")
       .Positive()
       .ShowDefault();
+  app.Add("--pod-webhook-failure-policy", &c.pod_webhook_failure_policy,
+          "failurePolicy of the pod webhooks' configurations: with Ignore, a handler's own "
+          "failure (API error, timeout) admits the pod with a warning; with Fail, it denies")
+      .OneOf({"Ignore", "Fail"})
+      .ShowDefault();
   app.Add("--rest-config-qps", &c.rest_qps, "API requests per second").ShowDefault();
   app.Add("--rest-config-burst", &c.rest_burst, "API request burst").ShowDefault();
   std::map<std::string, int> workers;
