@@ -374,10 +374,17 @@ absl::StatusOr<RestKubeClient::Response> RestKubeClient::Execute(const Request& 
   const std::optional<absl::Time> deadline = CurrentCallDeadline();
   auto past_deadline = [&] { return deadline && clock_->Now() >= *deadline; };
   for (int attempt = 1;; ++attempt) {
-    if (deadline) {
+    // The throttle waits at most until the caller's deadline and at most max_throttle_wait.
+    const absl::Time throttle_until =
+        options_.max_throttle_wait == absl::InfiniteDuration()
+            ? absl::InfiniteFuture()
+            : clock_->Now() + options_.max_throttle_wait;
+    if (deadline && *deadline <= throttle_until) {
       if (!throttle_.Wait(*deadline) || past_deadline()) return CallDeadlineExceeded(what);
-    } else {
-      throttle_.Wait();
+    } else if (!throttle_.Wait(throttle_until)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, ": client-side throttle would wait longer than ",
+                       absl::FormatDuration(options_.max_throttle_wait)));
     }
     ASSIGN_OR_RETURN(std::string token, tokens_.Token());
     Response resp = PerformOnce(req, token, deadline);

@@ -53,6 +53,10 @@ struct RestClientOptions {
   // ListOptions.timeout_seconds set, timeout_seconds + 30s is used instead.
   absl::Duration watch_idle_timeout = absl::Minutes(5);
   size_t max_idle_handles = 16;
+  // Longest wait for the client-side throttle (RestConfig qps/burst) before a request; past it
+  // the request fails with kResourceExhausted. The admission handlers' client bounds it so that
+  // every call stays within the webhook's deadline; the controllers' waits as long as it takes.
+  absl::Duration max_throttle_wait = absl::InfiniteDuration();
   // Called after every HTTP attempt (retries included) with the method ("GET", "PATCH", ...,
   // "WATCH" for watch streams) and the HTTP status, 0 when no response arrived. For metrics; runs
   // on the calling thread, must be cheap and thread-safe, must not call back into the client.

@@ -77,7 +77,7 @@ taskset -c 0 "$PROBE" 10 & taskset -c 1 "$PROBE" 10; wait $!
 
 echo "== ours: webhook-bench-server (C++, Boost.Beast + OpenSSL, simdjson decode), CPU 0"
 taskset -c 0 "$OURS" --cert "$work/tls.crt" --key "$work/tls.key" --addr 127.0.0.1:16511 \
-  --threads 4 2>"$work/ours.log" >"$work/ours.out" &
+  2>"$work/ours.log" >"$work/ours.out" &
 pids+=($!); ours=$!
 wait_port 127.0.0.1:16511 "$ours"
 echo "-- GET /healthz: no admission work, the floor of TLS + HTTP + this machine"

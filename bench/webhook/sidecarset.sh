@@ -8,7 +8,7 @@
 # per round and path: saturation with h2load (HTTP/1.1, 16 connections, CPU 1) and an open-loop
 # 1,000 req/s run (webhook-loadgen, Poisson, latency from scheduled send) with the server's own
 # mean time per review (review read -> reply ready; wall time, so it includes waiting for the one
-# CPU the server's 4 threads share) and the server process's CPU time per review (TLS, HTTP and
+# CPU the server's threads share) and the server process's CPU time per review (TLS, HTTP and
 # handlers: the cost of an admission) over the same window.
 #   bench/webhook/sidecarset.sh [BUILD_DIR]   (Release recommended; env ROUNDS=5, SECS=10)
 # Prints every round, then medians (min-max) and the ratios sets/base.
@@ -30,7 +30,7 @@ openssl ecparam -name prime256v1 -genkey -noout -out "$work/tls.key" 2>/dev/null
 openssl req -x509 -new -key "$work/tls.key" -subj /CN=127.0.0.1 -days 2 \
   -addext subjectAltName=IP:127.0.0.1 -out "$work/tls.crt" 2>/dev/null
 taskset -c 0 "$OURS" --cert "$work/tls.crt" --key "$work/tls.key" --addr 127.0.0.1:0 \
-  --port-file "$work/port" --threads 4 >"$work/out" 2>"$work/log" &
+  --port-file "$work/port" >"$work/out" 2>"$work/log" &
 pid=$!
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 [ -s "$work/port" ] || { echo "server did not start: $(tail -3 "$work/log")" >&2; exit 1; }

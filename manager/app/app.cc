@@ -38,6 +38,7 @@
 #include "manager/statefulset/asts_controller.h"
 #include "manager/webhook/cert_manager.h"
 #include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/fail_open.h"
 #include "manager/webhook/pod_webhook.h"
 #include "manager/webhook/readiness.h"
 #include "manager/webhook/server.h"
@@ -67,7 +68,8 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
                                webhook::HandlerRegistry* registry,
                                const std::string& own_namespace,
-                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators) {
+                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators,
+                               webhook::FailOpen* fail_open) {
   auto daemon = [&gates] { return gates.Enabled("KruiseDaemon"); };
   auto imagepulljob = [&gates] { return gates.Enabled("ImagePullJobGate"); };
   webhook::RegisterCrrHandlers(registry, pods, daemon);
@@ -79,6 +81,8 @@ void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* po
   for (auto& m : pod_mutators) pod_chain.push_back(std::move(m));
   webhook::PodMutatingHandler::Options pod_opts;
   if (!own_namespace.empty()) pod_opts.excluded_namespaces.push_back(own_namespace);
+  pod_opts.fail_open = fail_open;
+  if (fail_open != nullptr) registry->SetFailOpen(webhook::kMutatePodPath, fail_open);
   registry->Register(
       webhook::kMutatePodPath,
       std::make_shared<webhook::PodMutatingHandler>(std::move(pod_chain), std::move(pod_opts)),
@@ -438,9 +442,44 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
     metrics_server->SetMetrics(registry);
   }
 
-  // Admission.
+  // Admission. Handlers call the API server through their own client (issue 33): each call ends
+  // within kWebhookApiTimeout, well below the pod webhooks' timeoutSeconds (5 s in deploy/, 10 s
+  // for the others), is not retried (the API server retries the admission, or applies the
+  // webhook's failurePolicy), and has its own throttle, never waited on for long, so the
+  // controllers' traffic cannot hold an admission.
+  constexpr absl::Duration kWebhookApiTimeout = absl::Seconds(2);
+  kube::RestConfig webhook_rest = *rest;
+  webhook_rest.timeout = kWebhookApiTimeout;
+  webhook_rest.qps = std::max(50.0, cfg.rest_qps);
+  webhook_rest.burst = std::max(100, cfg.rest_burst);
+  webhook_rest.user_agent = "kruise-manager-webhook (kruise-cpp)";
+  kube::RestClientOptions webhook_client_opts;
+  webhook_client_opts.max_attempts = 1;
+  webhook_client_opts.max_throttle_wait = absl::Milliseconds(500);
+  auto webhook_client_or = kube::RestKubeClient::Create(webhook_rest, clock, webhook_client_opts);
+  if (!webhook_client_or.ok()) {
+    log->critical("Kubernetes client for the webhooks: {}", webhook_client_or.status());
+    return 1;
+  }
+  std::unique_ptr<kube::RestKubeClient> webhook_client = *std::move(webhook_client_or);
+  // Pod webhooks are failurePolicy Ignore (unless --pod-webhook-failure-policy=Fail): their
+  // infrastructure failures allow with a warning, a Warning event and
+  // kruise_webhook_infrastructure_failures_total (manager/webhook/fail_open.h).
+  kube::EventRecorderOptions webhook_event_opts;
+  webhook_event_opts.component = "kruise-manager-webhook";
+  webhook_event_opts.clock = clock;
+  kube::EventRecorder webhook_events(webhook_client.get(), webhook_event_opts);
+  webhook::FailOpen fail_open({
+      .metrics = registry.get(),
+      .event = [&webhook_events](const kube::Json& object, const std::string& reason,
+                                 const std::string& message) {
+        webhook_events.Event(object, kube::EventType::kWarning, reason, message);
+      },
+  });
+  webhook::FailOpen* pod_fail_open =
+      cfg.pod_webhook_failure_policy == "Ignore" ? &fail_open : nullptr;
   webhook::HandlerRegistry handlers;
-  webhook::ApiPodReader pods(client.get());
+  webhook::ApiPodReader pods(webhook_client.get());
   // SidecarSet injection runs in every replica's pod webhook: the SidecarSets and Namespace labels
   // it matches against are cached here, not by the leader's controllers.
   // (Its informers are attached below, once the shared informers exist.)
@@ -453,8 +492,8 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   const bool ws_served = workloadspread::RegisterWorkloadSpreadHandlers(
       &handlers, &ws_cache, client.get(), gates.Enabled("WorkloadSpread"));
   if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
-    pod_mutators.push_back(
-        std::make_unique<workloadspread::WorkloadSpreadInjector>(&ws_cache, client.get(), clock));
+    pod_mutators.push_back(std::make_unique<workloadspread::WorkloadSpreadInjector>(
+        &ws_cache, webhook_client.get(), clock, nullptr, pod_fail_open));
   }
   bool inject_sidecars = false;
   if (gates.Enabled("PodWebhook")) {
@@ -466,7 +505,8 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
           std::make_unique<sidecarset::SidecarSetInjector>(&sidecarset_cache, clock));
     }
   }
-  RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name, std::move(pod_mutators));
+  RegisterAdmissionHandlers(gates, &pods, &handlers, cfg.namespace_name, std::move(pod_mutators),
+                            pod_fail_open);
   // PodUnavailableBudget: its webhooks (PUB validation, pod DELETE/UPDATE/eviction) read the PUBs
   // from a cache fed by the informer its controller shares (attached below).
   pub::PubCache pub_cache;
@@ -476,20 +516,22 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   pub_opts.update_gate = gates.Enabled("PodUnavailableBudgetUpdateGate");
   pub_opts.manager_namespace = cfg.namespace_name;
   pub_opts.clock = clock;
+  pub_opts.fail_open = pod_fail_open;
   const bool pub_served =
-      pub::RegisterPubHandlers(&handlers, &pub_cache, client.get(), &pods, pub_opts);
+      pub::RegisterPubHandlers(&handlers, &pub_cache, webhook_client.get(), &pods, pub_opts);
   // Deletion protection: DELETE of objects labelled policy.kruise.io/delete-protection. Registered
   // also with the gate off (then it allows everything), so its webhook entry never gets a 404.
   deletionprotection::HandlerOptions dp_opts;
   dp_opts.enabled = gates.Enabled("ResourcesDeletionProtection");
   dp_opts.crd_cascading = gates.Enabled("DeletionProtectionForCRDCascadingGate");
-  deletionprotection::RegisterDeletionProtectionHandler(&handlers, client.get(), dp_opts);
+  deletionprotection::RegisterDeletionProtectionHandler(&handlers, webhook_client.get(), dp_opts);
   // WorkloadSpread records pod deletions and evictions on the same path, after the budget check.
   if (ws_served && gates.Enabled("PodWebhook") && gates.Enabled("WorkloadSpread")) {
     handlers.Append(pub::kValidatePodPath,
                     std::make_shared<workloadspread::WorkloadSpreadDeletionRecorder>(
-                        &ws_cache, client.get(), &pods, clock));
+                        &ws_cache, webhook_client.get(), &pods, clock, pod_fail_open));
   }
+  if (pod_fail_open != nullptr) handlers.SetFailOpen(webhook::kValidatePodPath, pod_fail_open);
   webhook::CertManager::Options cert_opts;
   cert_opts.namespace_ = cfg.namespace_name;
   cert_opts.secret_name = cfg.secret_name;
@@ -521,6 +563,7 @@ int RunManager(const ManagerConfig& cfg, std::stop_token stop) {
   server_opts.address = absl::StrCat(UrlHost(bind), ":", cfg.webhook_port);
   server_opts.cert_dir = cfg.webhook_cert_dir;
   server_opts.metrics = registry.get();
+  server_opts.handler_threads = cfg.webhook_handler_threads;
   webhook::WebhookServer server(server_opts, &handlers);
   webhook::ReadinessChecker::Options ready_opts;
   // Our own listener: localhost is in the certificate's SANs; a bind address other than "all"

@@ -38,11 +38,13 @@ std::vector<std::unique_ptr<ControllerGroup>> ControllerGroups(const ManagerConf
 // (KruiseDaemon) and ImagePullJob defaulting/validation (ImagePullJobGate), on OpenKruise's
 // versioned and version-less paths; the pod webhook /mutate-pod (PodWebhook), which never
 // mutates pods in kube-system or `own_namespace`; `pod_mutators` (SidecarSet injection) run in
-// its chain after the readiness gate.
+// its chain after the readiness gate. With `fail_open`, /mutate-pod is failurePolicy Ignore
+// (manager/webhook/fail_open.h: infrastructure failures allow with a warning).
 void RegisterAdmissionHandlers(const FeatureGates& gates, webhook::PodReader* pods,
                                webhook::HandlerRegistry* registry,
                                const std::string& own_namespace = "",
-                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators = {});
+                               std::vector<std::unique_ptr<webhook::PodMutator>> pod_mutators = {},
+                               webhook::FailOpen* fail_open = nullptr);
 
 // Runs until `stop` (returns 0) or a fatal error (logged; returns 1).
 int RunManager(const ManagerConfig& config, std::stop_token stop);

@@ -112,6 +112,15 @@ absl::StatusOr<ManagerConfig> ParseManagerCommandLine(int argc, const char* cons
       .ShowDefault();
   std::string gates;
   app.Add("--feature-gates", &gates, "Feature gates, e.g. ImagePullJobGate=true,PodWebhook=false");
+  app.Add("--webhook-handler-threads", &c.webhook_handler_threads,
+          "Threads running admission handlers (a slow kind of review holds at most half)")
+      .Positive()
+      .ShowDefault();
+  app.Add("--pod-webhook-failure-policy", &c.pod_webhook_failure_policy,
+          "failurePolicy of the pod webhooks' configurations: with Ignore, a handler's own "
+          "failure (API error, timeout) admits the pod with a warning; with Fail, it denies")
+      .OneOf({"Ignore", "Fail"})
+      .ShowDefault();
   app.Add("--rest-config-qps", &c.rest_qps, "API requests per second").ShowDefault();
   app.Add("--rest-config-burst", &c.rest_burst, "API request burst").ShowDefault();
   std::map<std::string, int> workers;

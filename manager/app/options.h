@@ -13,7 +13,9 @@
 // --rest-config-qps (30), --rest-config-burst (50), --<controller>-workers (3), --kubeconfig,
 // --nodeimage-creation-delay (30s), --default-ttlseconds-for-always-nodeimage (300),
 // --log-format text|json (also --logging-format), -v, --webhook-bind-address (IP of the webhook
-// listener; default all interfaces; not in OpenKruise, which always listens on all).
+// listener; default all interfaces; not in OpenKruise, which always listens on all),
+// --webhook-handler-threads (8: threads running admission handlers), --pod-webhook-failure-policy
+// (Ignore | Fail: what the pod webhook configurations say; Ignore: handler failures admit).
 // Environment: POD_NAMESPACE, POD_NAME, WEBHOOK_PORT (9876), WEBHOOK_HOST, WEBHOOK_CERT_DIR
 // (/tmp/kruise-webhook-certs), SECRET_NAME (kruise-webhook-certs), SERVICE_NAME
 // (kruise-webhook-service), KRUISE_DAEMON_CONFIG_NS (kruise-daemon-config).
@@ -54,6 +56,10 @@ struct ManagerConfig {
   std::map<std::string, int> workers;  // controller -> workers (only the ones given)
   std::string kubeconfig;
   std::string webhook_bind_address;  // "" = all interfaces
+  int webhook_handler_threads = 8;   // --webhook-handler-threads (admission handler pool)
+  // --pod-webhook-failure-policy: what the pod webhooks' configurations say (deploy/: Ignore;
+  // overlays/strict-pods: Fail). Ignore: handler failures admit with a warning (FailOpen).
+  std::string pod_webhook_failure_policy = "Ignore";
   std::string log_format = "text";
   int verbosity = 0;
 

@@ -198,6 +198,12 @@ AdmissionResponse PubPodValidator::Handle(const AdmissionRequest& req) {
     auto got = pods_->GetPod(req.namespace_, req.name);
     if (!got.ok()) {
       if (kube::IsNotFound(got.status())) return webhook::Allowed();
+      if (opts_.fail_open != nullptr) {
+        const Json ref = webhook::ObjectRef("v1", "Pod", req.namespace_, req.name);
+        return opts_.fail_open->Allow(kValidatePodPath, "podunavailablebudget",
+                                      "eviction not checked: reading the pod", got.status(),
+                                      &ref);
+      }
       return webhook::Denied(500, absl::StrCat("reading pod ", req.namespace_, "/", req.name,
                                                " for its PodUnavailableBudget: ",
                                                got.status().message()));
@@ -222,6 +228,14 @@ AdmissionResponse PubPodValidator::Handle(const AdmissionRequest& req) {
   }
   const BudgetVerdict v = JudgeDisruption(*cache_, client_, opts_.clock, *pod, op, dry_run);
   if (v.allowed) return webhook::Allowed();
+  if (v.infrastructure && opts_.fail_open != nullptr) {
+    const Json ref = webhook::ObjectRef("policy.kruise.io/v1alpha1", "PodUnavailableBudget",
+                                        kube::Namespace(*pod), v.pub);
+    return opts_.fail_open->Allow(
+        kValidatePodPath, "podunavailablebudget",
+        absl::StrCat(OperationName(op), " of pod ", kube::Name(*pod), " not counted"),
+        absl::UnavailableError(v.message), &ref);
+  }
   return webhook::Denied(v.code, v.message,
                          v.code == 403   ? "Forbidden"
                          : v.code == 409 ? "Conflict"
@@ -231,7 +245,11 @@ AdmissionResponse PubPodValidator::Handle(const AdmissionRequest& req) {
 namespace {
 
 BudgetVerdict Deny(int code, std::string pub, std::string message) {
-  return {.allowed = false, .code = code, .pub = std::move(pub), .message = std::move(message)};
+  return {.allowed = false,
+          .code = code,
+          .pub = std::move(pub),
+          .message = std::move(message),
+          .infrastructure = code != 403};
 }
 
 }  // namespace
@@ -313,6 +331,7 @@ bool RegisterPubHandlers(webhook::HandlerRegistry* registry, const PubCache* cac
     po.guard_delete = opts.delete_gate;
     po.guard_update = opts.update_gate;
     if (!opts.manager_namespace.empty()) po.excluded_namespaces.push_back(opts.manager_namespace);
+    po.fail_open = opts.fail_open;
     registry->Register(kValidatePodPath,
                        std::make_shared<PubPodValidator>(cache, client, pods, std::move(po)));
   }

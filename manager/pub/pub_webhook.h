@@ -25,9 +25,15 @@
 //    answering: a JSON patch of the status subresource whose first operation tests
 //    metadata.resourceVersion, setting unavailableAllowed and the whole disruptedPods or
 //    unavailablePods map. A refused test (422, or 409) re-reads the PUB from the API server and
-//    decides again (the budget may be spent by now), up to kube::kConflictRetries times; still
-//    conflicting: denied, "try again". A PUB deleted meanwhile: allowed. Any other API error:
-//    denied with the error (500), never allowed unrecorded. A dry run (request dryRun, or an
+//    decides again (the budget may be spent by now), up to kube::kConflictRetries times. A PUB
+//    deleted meanwhile: allowed. Still conflicting, or any other API error (a failed pod read of
+//    an eviction too): the budget could not be recorded. The webhook is failurePolicy Ignore
+//    (deploy/: an unreachable manager lets the deletion through), so with a webhook::FailOpen the
+//    request is allowed unrecorded, with an admission warning, a Warning event on the PUB (the
+//    pod, for a failed read) and the infrastructure-failure counter (issue 33); without one it is
+//    denied with the error (500, or 409 "try again"). JudgeDisruption itself, which our own
+//    controllers ask too, keeps reporting those as denials (BudgetVerdict::infrastructure). A
+//    dry run (request dryRun, or an
 //    eviction's deleteOptions.dryRun) is decided the same way and writes nothing. Denials are 403
 //    with DecideDisruption's message (the PUB's name, the operation, current/desired available).
 //    Never judged: kube-system and the manager's own namespace (whatever the webhook
@@ -55,6 +61,7 @@
 #include "manager/pub/pub_budget.h"
 #include "manager/webhook/admission.h"
 #include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/fail_open.h"
 
 namespace kruise::manager::pub {
 
@@ -120,6 +127,9 @@ struct BudgetVerdict {
   int code = 200;            // when denied: 403 (budget), 409 (conflicts), 500 (API error)
   std::string pub = {};      // the PUB that decided; empty when none guards the pod
   std::string message = {};  // why it is denied
+  // Denied because the budget could not be read or recorded (API error, conflicts past the
+  // retries), not because it is spent.
+  bool infrastructure = false;
 };
 BudgetVerdict JudgeDisruption(const PubCache& cache, kube::KubeClient* client, Clock* clock,
                               const nlohmann::json& pod, Operation op, bool dry_run);
@@ -129,6 +139,9 @@ struct PubPodValidatorOptions {
   bool guard_delete = true;   // PodUnavailableBudgetDeleteGate: DELETE and eviction
   bool guard_update = false;  // PodUnavailableBudgetUpdateGate: UPDATE
   std::vector<std::string> excluded_namespaces = {"kube-system"};
+  // failurePolicy Ignore: infrastructure failures allow with a warning (see the top). Null: they
+  // deny. Must outlive the validator.
+  webhook::FailOpen* fail_open = nullptr;
 };
 
 class PubPodValidator final : public webhook::Handler {
@@ -155,6 +168,7 @@ struct PubHandlerOptions {
   bool update_gate = false;
   std::string manager_namespace;
   Clock* clock = Clock::Real();
+  webhook::FailOpen* fail_open = nullptr;  // PubPodValidatorOptions::fail_open
 };
 bool RegisterPubHandlers(webhook::HandlerRegistry* registry, const PubCache* cache,
                          kube::KubeClient* client, webhook::PodReader* pods,

@@ -5,6 +5,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "manager/webhook/fail_open.h"
 #include "simdjson.h"
 
 namespace kruise::manager::webhook {
@@ -343,19 +344,38 @@ Json EncodeAdmissionReview(const AdmissionRequest& request, const AdmissionRespo
   return Json::parse(EncodeAdmissionReviewText(request, response));
 }
 
-HttpReply ServeAdmission(Handler& handler, absl::string_view body) {
-  absl::StatusOr<AdmissionRequest> req = DecodeAdmissionReview(body);
+HttpReply ServeAdmission(Handler& handler, absl::string_view body, absl::string_view path,
+                         FailOpen* fail_open) {
+  absl::StatusOr<AdmissionRequest> req;
+  try {
+    req = DecodeAdmissionReview(body);
+  } catch (const std::exception& e) {  // std::bad_alloc on a huge review
+    return {500, absl::StrCat("decoding the AdmissionReview: ", e.what(), "\n"), "text/plain"};
+  } catch (...) {
+    return {500, "decoding the AdmissionReview failed\n", "text/plain"};
+  }
   if (!req.ok()) {
     return {400, absl::StrCat("bad AdmissionReview: ", req.status().message(), "\n"), "text/plain"};
   }
-  AdmissionResponse resp;
+  std::string error;
   try {
-    resp = handler.Handle(*req);
+    AdmissionResponse resp = handler.Handle(*req);
+    return {200, EncodeAdmissionReviewText(*req, resp)};
   } catch (const std::exception& e) {
-    Logger("webhook")->error("admission handler failed for {}: {}", req->uid, e.what());
-    resp = Denied(500, absl::StrCat("internal error: ", e.what()), "InternalError");
+    error = e.what();
+  } catch (...) {
+    error = "unknown exception";
   }
-  return {200, EncodeAdmissionReviewText(*req, resp)};
+  Logger("webhook")->error("admission handler failed for {}: {}", req->uid, error);
+  AdmissionResponse resp =
+      fail_open != nullptr
+          ? fail_open->Allow(path, "handler", "internal error", absl::InternalError(error))
+          : Denied(500, absl::StrCat("internal error: ", error), "InternalError");
+  try {
+    return {200, EncodeAdmissionReviewText(*req, resp)};
+  } catch (...) {
+    return {500, "encoding the AdmissionReview failed\n", "text/plain"};
+  }
 }
 
 bool HandlerRegistry::Register(const std::string& path, std::shared_ptr<Handler> handler,

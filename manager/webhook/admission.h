@@ -67,10 +67,14 @@ struct AdmissionResponse {
   std::vector<std::string> warnings;
 };
 
+class FailOpen;  // fail_open.h
+
 class Handler {
  public:
   virtual ~Handler() = default;
-  // Must not throw; any exception is turned into a denial with code 500 by ServeAdmission.
+  // Should not throw; ServeAdmission turns any exception into a denial with code 500, or, on a
+  // failurePolicy Ignore path (HandlerRegistry::SetFailOpen), into an allowed answer with a
+  // warning.
   virtual AdmissionResponse Handle(const AdmissionRequest& request) = 0;
 };
 
@@ -119,8 +123,11 @@ struct HttpReply {
   std::string content_type = "application/json; charset=utf-8";
 };
 // Decodes `body`, runs `handler`, encodes the answer. A malformed review gives 400 (text/plain
-// message); a handler exception gives a denial (code 500) in a well-formed review.
-HttpReply ServeAdmission(Handler& handler, absl::string_view body);
+// message); a handler exception (any type) gives a denial (code 500) in a well-formed review, or,
+// with `fail_open` (the path is a failurePolicy Ignore webhook), an allowed answer with a warning
+// recorded there under `path`. Never throws.
+HttpReply ServeAdmission(Handler& handler, absl::string_view body,
+                         absl::string_view path = "", FailOpen* fail_open = nullptr);
 
 // Validating handlers of features that share one path (/validate-pod: the PodUnavailableBudget
 // check, then the WorkloadSpread deletion record), run in order: the first refusal is the answer
@@ -147,11 +154,22 @@ class HandlerRegistry {
   bool Append(const std::string& path, std::shared_ptr<Handler> handler,
               const std::function<bool()>& enabled = nullptr);
   Handler* Find(absl::string_view path) const;
+  // Marks `path` as a failurePolicy Ignore webhook (the pod webhooks): a handler exception there
+  // allows with a warning (ServeAdmission), and a server that cannot take the review (busy, over
+  // its memory budget) answers 429 without Retry-After, which the API server's client does not
+  // retry, so the request is allowed at once instead of after the webhook's timeout.
+  // `fail_open` must outlive the registry.
+  void SetFailOpen(const std::string& path, FailOpen* fail_open) { fail_open_[path] = fail_open; }
+  FailOpen* FailOpenAt(absl::string_view path) const {
+    auto it = fail_open_.find(path);
+    return it == fail_open_.end() ? nullptr : it->second;
+  }
   bool Has(absl::string_view path) const { return Find(path) != nullptr; }
   std::vector<std::string> Paths() const;
 
  private:
   std::map<std::string, std::shared_ptr<Handler>, std::less<>> handlers_;
+  std::map<std::string, FailOpen*, std::less<>> fail_open_;
 };
 
 }  // namespace kruise::manager::webhook

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "manager/webhook/fail_open.h"
 
 namespace kruise::manager::webhook {
 
@@ -89,10 +90,33 @@ AdmissionResponse PodMutatingHandler::Handle(const AdmissionRequest& request) {
   PodEdit edit(pod);
   std::vector<std::string> warnings;
   for (const auto& m : chain_) {
-    absl::Status st = m->Mutate(request, &edit, &warnings);
-    if (!st.ok()) {
-      return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
+    absl::Status st;
+    bool exception = false;
+    try {
+      st = m->Mutate(request, &edit, &warnings);
+    } catch (const std::exception& e) {
+      exception = true;
+      st = absl::InternalError(absl::StrCat("exception: ", e.what()));
+    } catch (...) {
+      exception = true;
+      st = absl::InternalError("unknown exception");
     }
+    if (st.ok()) continue;
+    if (IsInfrastructureFailure(st)) {
+      if (options_.fail_open == nullptr) {
+        return Denied(500, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
+      }
+      warnings.push_back(options_.fail_open->Record(kMutatePodPath, m->Name(),
+                                                    "pod admitted without it", st));
+      if (exception) {
+        // The pod may be half edited: send it as it came.
+        AdmissionResponse response = Allowed();
+        response.warnings = std::move(warnings);
+        return response;
+      }
+      continue;
+    }
+    return Denied(422, absl::StrCat("pod webhook (", m->Name(), "): ", st.message()));
   }
   AdmissionResponse response = edit.Response();
   response.warnings = std::move(warnings);

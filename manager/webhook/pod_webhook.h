@@ -31,6 +31,8 @@
 namespace kruise::manager::webhook {
 
 inline constexpr char kMutatePodPath[] = "/mutate-pod";
+// Pods DELETE and UPDATE, pods/eviction CREATE (PodUnavailableBudget, WorkloadSpread records).
+inline constexpr char kValidatePodPath[] = "/validate-pod";
 using kube::kKruisePodReadyCondition;
 
 // The pod a mutator chain works on: the request's object until a mutator changes it. A mutator
@@ -67,9 +69,15 @@ class PodMutator {
   virtual ~PodMutator() = default;
   virtual absl::string_view Name() const = 0;
   // Reads `pod->pod()` and, only when it has something to change, edits `pod->Mutable()` or
-  // sends `pod->AddOps()`. An error denies the pod with its message; keep errors for input the pod's author must fix (an
-  // error after Mutable() is fine: nothing of a denied pod is kept). Lines appended to `warnings`
-  // reach the client as admission warnings (kubectl prints them).
+  // sends `pod->AddOps()`. Lines appended to `warnings` reach the client as admission warnings
+  // (kubectl prints them). Errors:
+  //   * a policy error (kInvalidArgument, kFailedPrecondition, ...: input the pod's author or a
+  //     SidecarSet's must fix) denies the pod with its message (an error after Mutable() is fine:
+  //     nothing of a denied pod is kept);
+  //   * an infrastructure error (IsInfrastructureFailure: an API call that failed, a write that
+  //     kept conflicting) must leave the pod as it was: with Options::fail_open the pod goes on
+  //     through the rest of the chain and is allowed with a warning (failurePolicy Ignore).
+  //   An exception allows the pod unchanged (no patch at all) with a warning under fail_open.
   virtual absl::Status Mutate(const AdmissionRequest& request, PodEdit* pod,
                               std::vector<std::string>* warnings) const = 0;
 };
@@ -93,6 +101,9 @@ class PodMutatingHandler final : public Handler {
     // Never mutated, whatever the webhook configuration's namespaceSelector says: a second line of
     // defence, so a hand-edited configuration cannot make us touch the control plane.
     std::vector<std::string> excluded_namespaces = {"kube-system"};
+    // The webhook is failurePolicy Ignore (deploy/): infrastructure errors and exceptions of a
+    // mutator allow the pod with a warning (fail_open.h). Null: they deny it (code 500).
+    FailOpen* fail_open = nullptr;
   };
   PodMutatingHandler(std::vector<std::unique_ptr<PodMutator>> chain, Options options);
 

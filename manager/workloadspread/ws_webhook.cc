@@ -256,7 +256,22 @@ std::string WorkloadSpreadInjector::NewUid() const {
 }
 
 absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook::PodEdit* edit,
-                                            std::vector<std::string>* /*warnings*/) const {
+                                            std::vector<std::string>* warnings) const {
+  std::string ws_name;
+  absl::Status st = Spread(req, edit, &ws_name);
+  if (st.ok() || fail_open_ == nullptr || !webhook::IsInfrastructureFailure(st)) return st;
+  // Nothing was injected (the record comes first): the pod goes on unspread.
+  std::string ns = kube::Namespace(edit->pod());
+  if (ns.empty()) ns = req.namespace_;
+  const Json ref = webhook::ObjectRef("apps.kruise.io/v1alpha1", "WorkloadSpread", ns, ws_name);
+  warnings->push_back(fail_open_->Record(webhook::kMutatePodPath, Name(),
+                                         "pod admitted without a subset", st,
+                                         ws_name.empty() ? nullptr : &ref));
+  return absl::OkStatus();
+}
+
+absl::Status WorkloadSpreadInjector::Spread(const AdmissionRequest& req, webhook::PodEdit* edit,
+                                            std::string* ws_name) const {
   if (req.operation != "CREATE" || !req.sub_resource.empty()) return absl::OkStatus();
   const Json& pod = edit->pod();
   if (!PodCanBeSpread(pod)) return absl::OkStatus();
@@ -275,6 +290,7 @@ absl::Status WorkloadSpreadInjector::Mutate(const AdmissionRequest& req, webhook
   if (entry == nullptr) return absl::OkStatus();
 
   WorkloadSpread ws = *entry->ws;
+  *ws_name = ws.name;
   const std::string pod_name =
       kube::Name(pod).empty()
           ? absl::StrCat(kube::GetString(pod, {"metadata", "generateName"}).value_or(""),
@@ -327,11 +343,15 @@ AdmissionResponse WorkloadSpreadDeletionRecorder::Handle(const AdmissionRequest&
     }
     auto got = pods_->GetPod(req.namespace_, req.name);
     if (!got.ok()) {
-      if (!kube::IsNotFound(got.status())) {
-        Logger("workloadspread")
-            ->warn("eviction of pod {}/{}: reading the pod: {}", req.namespace_, req.name,
-                   got.status());
+      if (kube::IsNotFound(got.status())) return webhook::Allowed();
+      if (fail_open_ != nullptr) {
+        const Json ref = webhook::ObjectRef("v1", "Pod", req.namespace_, req.name);
+        return fail_open_->Allow(webhook::kValidatePodPath, "workloadspread",
+                                 "eviction not recorded: reading the pod", got.status(), &ref);
       }
+      Logger("workloadspread")
+          ->warn("eviction of pod {}/{}: reading the pod: {}", req.namespace_, req.name,
+                 got.status());
       return webhook::Allowed();
     }
     fetched = *std::move(got);
@@ -346,17 +366,26 @@ AdmissionResponse WorkloadSpreadDeletionRecorder::Handle(const AdmissionRequest&
     if (with_ns["metadata"].is_object()) with_ns["metadata"]["namespace"] = req.namespace_;
     pod = &with_ns;
   }
-  if (absl::Status st = Record(*pod, req.operation == "DELETE" ? "deletion" : "eviction");
-      !st.ok()) {
-    Logger("workloadspread")
-        ->warn("pod {}/{} goes unrecorded: {}", req.namespace_, kube::Name(*pod), st);
+  const std::string operation = req.operation == "DELETE" ? "deletion" : "eviction";
+  std::string ws_name;
+  absl::Status st = Record(*pod, operation, &ws_name);
+  if (st.ok()) return webhook::Allowed();
+  if (fail_open_ != nullptr) {
+    const Json ref = webhook::ObjectRef("apps.kruise.io/v1alpha1", "WorkloadSpread",
+                                        kube::Namespace(*pod), ws_name);
+    return fail_open_->Allow(webhook::kValidatePodPath, "workloadspread",
+                             absl::StrCat("the pod's ", operation, " is not recorded"), st, &ref);
   }
+  Logger("workloadspread")
+      ->warn("pod {}/{} goes unrecorded: {}", req.namespace_, kube::Name(*pod), st);
   return webhook::Allowed();
 }
 
-absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::string& operation) {
+absl::Status WorkloadSpreadDeletionRecorder::Record(const Json& pod, const std::string& operation,
+                                                    std::string* ws_name) {
   std::optional<MatchedWorkloadSpread> matched = MatchedOf(pod);
   if (!matched) return absl::OkStatus();
+  *ws_name = matched->name;
   std::shared_ptr<const WorkloadSpreadCache::Entry> entry =
       cache_->Named(kube::Namespace(pod), matched->name);
   if (entry == nullptr || !entry->ws) return absl::OkStatus();

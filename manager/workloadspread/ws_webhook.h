@@ -40,13 +40,15 @@
 //        (404 on the write or the re-read) or no longer valid: the pod goes through unchanged,
 //        as in OpenKruise.
 //      * Failure policy: when the write keeps conflicting past the retries, or fails otherwise
-//        (an API error, a patch refused although the resourceVersion held), the pod is denied:
-//        OpenKruise (pkg/util/workloadspread: Status().Update under retry.RetryOnConflict with
-//        DefaultBackoff, then the pod handler's admission.Errored(500)) refuses the pod too, so
-//        that no pod escapes its subset limit unrecorded; the workload controller creates it
-//        again. Here the denial goes through the pod chain's error path (422 with the message;
-//        OpenKruise answers 500). An injection error (a subset patch that does not apply) denies
-//        the pod too, as in OpenKruise (its status record then expires after kCreatePodTimeout).
+//        (an API error or timeout, a patch refused although the resourceVersion held), the pod
+//        goes through unspread, with an admission warning, a Warning event on the
+//        WorkloadSpread and the infrastructure-failure counter (webhook::FailOpen): the pod
+//        webhook is failurePolicy Ignore (deploy/), so a failing API server must not deny what
+//        an unreachable manager would let through (issue 33). OpenKruise (admission.Errored(500)
+//        under failurePolicy Fail) refuses the pod instead; without a FailOpen this injector
+//        does too (the chain's 500). An injection error (a subset patch that does not apply)
+//        denies the pod, as in OpenKruise (its status record then expires after
+//        kCreatePodTimeout).
 //      * Dry run (the request's dryRun): the choice is made and injected but nothing is written,
 //        so the answer shows what a real creation would get. OpenKruise instead lets a dry-run
 //        pod through untouched.
@@ -60,9 +62,10 @@
 //    replacement may go to that subset before the controller has seen the pod go. Written like
 //    the injector's record (resourceVersion test first; a refused test re-reads and records again
 //    on the fresh object, up to kube::kConflictRetries times). Dry runs (the request's dryRun, an
-//    eviction's deleteOptions.dryRun) write nothing. Always allowed: a failed write is logged and
-//    the controller's next status counts the pod as gone once it is (OpenKruise fails the
-//    deletion instead).
+//    eviction's deleteOptions.dryRun) write nothing. Always allowed: a failed write (or a failed
+//    read of an evicted pod) is an admission warning, a Warning event on the WorkloadSpread (the
+//    pod) and a count with a FailOpen, a log line without; the controller's next status counts
+//    the pod as gone once it is (OpenKruise fails the deletion instead).
 //
 // Thread-safety: the cache and both handlers are safe for concurrent use.
 
@@ -79,6 +82,7 @@
 #include "kube/informer.h"
 #include "manager/webhook/admission.h"
 #include "manager/webhook/crr_handlers.h"
+#include "manager/webhook/fail_open.h"
 #include "manager/webhook/pod_webhook.h"
 #include "manager/workloadspread/ws_core.h"
 
@@ -152,39 +156,53 @@ class WorkloadSpreadInjector final : public webhook::PodMutator {
  public:
   // `cache`, `client` and `clock` must outlive the injector. `new_uid`: a fresh UUID for a pod
   // without a name (thread-safe; null: random version-4 UUIDs).
+  // `fail_open` (may be null; must outlive the injector): see "Failure policy" above.
   WorkloadSpreadInjector(WorkloadSpreadCache* cache, kube::KubeClient* client, Clock* clock,
-                         std::function<std::string()> new_uid = nullptr)
-      : cache_(cache), client_(client), clock_(clock), new_uid_(std::move(new_uid)) {}
+                         std::function<std::string()> new_uid = nullptr,
+                         webhook::FailOpen* fail_open = nullptr)
+      : cache_(cache),
+        client_(client),
+        clock_(clock),
+        new_uid_(std::move(new_uid)),
+        fail_open_(fail_open) {}
   absl::string_view Name() const override { return "workloadspread"; }
   absl::Status Mutate(const webhook::AdmissionRequest& request, webhook::PodEdit* pod,
                       std::vector<std::string>* warnings) const override;
 
  private:
   std::string NewUid() const;
+  // Chooses, records and injects the subset (the former Mutate).
+  absl::Status Spread(const webhook::AdmissionRequest& request, webhook::PodEdit* pod,
+                      std::string* ws_name) const;
 
   WorkloadSpreadCache* cache_;
   kube::KubeClient* client_;
   Clock* clock_;
   std::function<std::string()> new_uid_;
+  webhook::FailOpen* fail_open_;
 };
 
 class WorkloadSpreadDeletionRecorder final : public webhook::Handler {
  public:
   // All must outlive the recorder.
   WorkloadSpreadDeletionRecorder(WorkloadSpreadCache* cache, kube::KubeClient* client,
-                                 webhook::PodReader* pods, Clock* clock)
-      : cache_(cache), client_(client), pods_(pods), clock_(clock) {}
+                                 webhook::PodReader* pods, Clock* clock,
+                                 webhook::FailOpen* fail_open = nullptr)
+      : cache_(cache), client_(client), pods_(pods), clock_(clock), fail_open_(fail_open) {}
   // Always allowed.
   webhook::AdmissionResponse Handle(const webhook::AdmissionRequest& request) override;
 
  private:
-  // Records `pod`'s deletion; an error when it could not be written.
-  absl::Status Record(const nlohmann::json& pod, const std::string& operation);
+  // Records `pod`'s deletion; an error when it could not be written (`*ws_name`: the
+  // WorkloadSpread it was for).
+  absl::Status Record(const nlohmann::json& pod, const std::string& operation,
+                      std::string* ws_name);
 
   WorkloadSpreadCache* cache_;
   kube::KubeClient* client_;
   webhook::PodReader* pods_;
   Clock* clock_;
+  webhook::FailOpen* fail_open_;
 };
 
 // Registers WorkloadSpreadValidatingHandler on both paths when the WorkloadSpread CRD is served

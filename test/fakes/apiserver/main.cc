@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/tls.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
   app.Add("--tls-cert", &cert, "serve HTTPS with this PEM certificate");
   app.Add("--tls-key", &key, "PEM private key for --tls-cert");
   app.Add("--bookmark-interval", &bookmark_seconds, "watch bookmark period (seconds)");
+  std::string pod_get_latency = "0s";
+  app.Add("--pod-get-latency", &pod_get_latency,
+          "answer pod GETs after this long (e.g. 20s; a slow API server)");
   if (auto exit_code = app.ParseOrExitCode(argc, argv)) return *exit_code;
 
   kruise::testing::FakeApiServerOptions opts;
@@ -57,6 +61,12 @@ int main(int argc, char** argv) {
 
   kruise::testing::FakeApiServer server(opts);
   if (!token.empty()) server.RequireToken(token);
+  absl::Duration pod_latency;
+  if (!absl::ParseDuration(pod_get_latency, &pod_latency)) {
+    std::cerr << "bad --pod-get-latency " << pod_get_latency << "\n";
+    return 2;
+  }
+  if (pod_latency > absl::ZeroDuration()) server.SetPathLatency("GET", "/pods/", pod_latency);
   namespaces = std::max(1, namespaces);
   for (int i = 0; i < namespaces; ++i) {
     auto st = server.Seed("namespaces", {{"metadata", {{"name", absl::StrCat("ns-", i)}}}});

@@ -6,13 +6,18 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/object.h"
 #include "kube/rest_client.h"
+#include "manager/webhook/fail_open.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/apiserver/fake_cluster_test.h"
+#include "test/fakes/apiserver/rest_client_for.h"
 #include "test/fakes/fake_clock.h"
 
 namespace kruise::manager::pub {
@@ -139,6 +144,128 @@ TEST_F(PubPodValidatorTest, ConflictRereadsAndDecidesAgain) {
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.result.code, 403);
   EXPECT_FALSE(StoredStatus()["disruptedPods"].contains("web-1"));
+}
+
+// Issue 33: the pod webhook is failurePolicy Ignore, so a budget that cannot be recorded (an API
+// error, conflicts past the retries, a failed pod read) allows, with a warning, a Warning event
+// on the PUB (the pod) and the counter; a spent budget still denies.
+class PubPodValidatorFailOpenTest : public PubPodValidatorTest {
+ protected:
+  void SetUp() override {
+    PubPodValidatorTest::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
+    fail_open_ = std::make_unique<webhook::FailOpen>(webhook::FailOpen::Options{
+        .metrics = &metrics_,
+        .event = [this](const Json& object, const std::string& reason, const std::string& msg) {
+          events_.push_back({object, reason, msg});
+        }});
+    // As the manager's webhook client: one attempt per call.
+    kube::RestClientOptions one_attempt;
+    one_attempt.max_attempts = 1;
+    auto client = testing::UnthrottledClientFor(*server_, one_attempt);
+    ASSERT_TRUE(client.ok()) << client.status();
+    webhook_client_ = *std::move(client);
+    pods_ = std::make_unique<webhook::ApiPodReader>(webhook_client_.get());
+    PubPodValidatorOptions o;
+    o.clock = &clock_;
+    o.fail_open = fail_open_.get();
+    validator_ =
+        std::make_unique<PubPodValidator>(&cache_, webhook_client_.get(), pods_.get(), o);
+  }
+  std::string Metric() {
+    return prometheus::TextSerializer().Serialize(metrics_.Collect());
+  }
+  struct Event {
+    Json object;
+    std::string reason, message;
+  };
+  prometheus::Registry metrics_;
+  std::vector<Event> events_;
+  std::unique_ptr<webhook::FailOpen> fail_open_;
+  std::unique_ptr<kube::RestKubeClient> webhook_client_;
+};
+
+TEST_F(PubPodValidatorFailOpenTest, FailedStatusWriteAllowsWithWarningEventAndMetric) {
+  SeedPub(1);
+  testing::FakeFailure failure;
+  failure.method = "PATCH";
+  failure.path_substring = "podunavailablebudgets";
+  failure.http_code = 500;
+  server_->FailNext(failure);
+  auto r = validator_->Handle(Delete(Pod("web-0")));
+  EXPECT_TRUE(r.allowed) << r.result.message;
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("DELETE of pod web-0 not counted"));
+  EXPECT_THAT(r.warnings[0], HasSubstr("failurePolicy Ignore"));
+  EXPECT_EQ(StoredStatus()["unavailableAllowed"], 1);  // nothing recorded
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].object["kind"], "PodUnavailableBudget");
+  EXPECT_EQ(events_[0].object["metadata"]["name"], "web-pub");
+  EXPECT_EQ(events_[0].object["metadata"]["namespace"], kNs);
+  EXPECT_EQ(events_[0].reason, webhook::FailOpen::kReason);
+  EXPECT_THAT(Metric(), HasSubstr("kruise_webhook_infrastructure_failures_total{handler="
+                                  "\"podunavailablebudget\",path=\"/validate-pod\"} 1"));
+}
+
+TEST_F(PubPodValidatorFailOpenTest, ConflictsPastTheRetriesAllow) {
+  SeedPub(1);
+  testing::FakeFailure conflict;
+  conflict.method = "PATCH";
+  conflict.path_substring = "podunavailablebudgets";
+  conflict.http_code = 409;
+  conflict.count = 100;
+  server_->FailNext(conflict);
+  auto r = validator_->Handle(Delete(Pod("web-0")));
+  EXPECT_TRUE(r.allowed) << r.result.message;
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("Conflict"));
+  EXPECT_EQ(fail_open_->count(), 1);
+}
+
+TEST_F(PubPodValidatorFailOpenTest, SpentBudgetStillDenies) {
+  SeedPub(0);
+  auto r = validator_->Handle(Delete(Pod("web-0")));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.result.code, 403);
+  EXPECT_THAT(r.result.message, HasSubstr("web-pub"));
+  EXPECT_EQ(fail_open_->count(), 0);
+  EXPECT_TRUE(events_.empty());
+}
+
+TEST_F(PubPodValidatorFailOpenTest, FailedPodReadOfAnEvictionAllows) {
+  SeedPub(1);
+  ASSERT_TRUE(server_->Seed("pods", Pod("web-0")).ok());
+  testing::FakeFailure failure;
+  failure.method = "GET";
+  failure.path_substring = "/pods/web-0";
+  failure.http_code = 503;
+  server_->FailNext(failure);
+  webhook::AdmissionRequest evict;
+  evict.operation = "CREATE";
+  evict.sub_resource = "eviction";
+  evict.namespace_ = kNs;
+  evict.name = "web-0";
+  evict.object = {{"apiVersion", "policy/v1"},
+                  {"kind", "Eviction"},
+                  {"metadata", {{"name", "web-0"}, {"namespace", kNs}}}};
+  auto r = validator_->Handle(evict);
+  EXPECT_TRUE(r.allowed) << r.result.message;
+  ASSERT_EQ(r.warnings.size(), 1u);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].object["kind"], "Pod");
+  EXPECT_EQ(events_[0].object["metadata"]["name"], "web-0");
+}
+
+TEST_F(PubPodValidatorTest, WithoutFailOpenAFailedWriteDenies) {
+  SeedPub(1);
+  testing::FakeFailure failure;
+  failure.method = "PATCH";
+  failure.path_substring = "podunavailablebudgets";
+  failure.http_code = 500;
+  server_->FailNext(failure);
+  auto r = validator_->Handle(Delete(Pod("web-0")));
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.result.code, 500);
 }
 
 TEST_F(PubPodValidatorTest, EvictionAndUpdate) {

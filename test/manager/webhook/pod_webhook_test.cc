@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "manager/webhook/fail_open.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 
 namespace kruise::manager::webhook {
 namespace {
@@ -246,4 +249,109 @@ TEST(PodMutatingHandlerTest, OperationsAreSentAsTheyAreOrAppliedForLaterEditors)
 }
 
 }  // namespace
+// ---- Issue 33: failurePolicy Ignore -------------------------------------------------------------
+
+// Fails with `status`, or throws when `throw_it`, after editing the pod when `edit_first`.
+class FailingMutator final : public PodMutator {
+ public:
+  FailingMutator(absl::Status status, bool throw_it = false, bool edit_first = false)
+      : status_(std::move(status)), throw_it_(throw_it), edit_first_(edit_first) {}
+  absl::string_view Name() const override { return "failing"; }
+  absl::Status Mutate(const AdmissionRequest&, PodEdit* edit,
+                      std::vector<std::string>*) const override {
+    if (edit_first_) (*edit->Mutable())["metadata"]["labels"]["half"] = "done";
+    if (throw_it_) throw 42;  // not even a std::exception
+    return status_;
+  }
+
+ private:
+  absl::Status status_;
+  bool throw_it_;
+  bool edit_first_;
+};
+
+std::unique_ptr<PodMutatingHandler> FailOpenChain(std::unique_ptr<PodMutator> failing,
+                                                  FailOpen* fail_open) {
+  std::vector<std::unique_ptr<PodMutator>> chain;
+  chain.push_back(std::move(failing));
+  chain.push_back(std::make_unique<ReadinessGateInjector>(/*all_pods=*/true));
+  PodMutatingHandler::Options opts;
+  opts.fail_open = fail_open;
+  return std::make_unique<PodMutatingHandler>(std::move(chain), opts);
+}
+
+TEST(PodMutatingHandlerFailOpenTest, InfrastructureErrorAllowsWithAWarningAndTheRestOfTheChain) {
+  prometheus::Registry metrics;
+  FailOpen fail_open({.metrics = &metrics});
+  auto handler = FailOpenChain(
+      std::make_unique<FailingMutator>(absl::UnavailableError("API server timed out")),
+      &fail_open);
+  Json pod = PodOwnedBy("", "", false);
+  AdmissionResponse resp = handler->Handle(CreatePodRequest(pod));
+  EXPECT_TRUE(resp.allowed) << resp.result.message;
+  ASSERT_EQ(resp.warnings.size(), 1u);
+  EXPECT_THAT(resp.warnings[0], HasSubstr("failing: pod admitted without it: API server timed out"));
+  // The readiness gate after it still ran.
+  EXPECT_EQ(Apply(pod, resp)["spec"]["readinessGates"][0]["conditionType"],
+            kKruisePodReadyCondition);
+  EXPECT_EQ(fail_open.count(), 1);
+  EXPECT_THAT(prometheus::TextSerializer().Serialize(metrics.Collect()),
+              HasSubstr("kruise_webhook_infrastructure_failures_total{handler=\"failing\","
+                        "path=\"/mutate-pod\"} 1"));
+}
+
+TEST(PodMutatingHandlerFailOpenTest, PolicyErrorStillDeniesWithItsReason) {
+  FailOpen fail_open({});
+  auto handler = FailOpenChain(
+      std::make_unique<FailingMutator>(absl::FailedPreconditionError(
+          "SidecarSets a and b both inject container log with different content")),
+      &fail_open);
+  AdmissionResponse resp = handler->Handle(CreatePodRequest(PodOwnedBy("", "", false)));
+  EXPECT_FALSE(resp.allowed);
+  EXPECT_EQ(resp.result.code, 422);
+  EXPECT_THAT(resp.result.message, HasSubstr("SidecarSets a and b both inject container log"));
+  EXPECT_EQ(fail_open.count(), 0);
+}
+
+TEST(PodMutatingHandlerFailOpenTest, ExceptionAllowsThePodUnchanged) {
+  FailOpen fail_open({});
+  auto handler = FailOpenChain(
+      std::make_unique<FailingMutator>(absl::OkStatus(), /*throw_it=*/true, /*edit_first=*/true),
+      &fail_open);
+  AdmissionResponse resp = handler->Handle(CreatePodRequest(PodOwnedBy("", "", false)));
+  EXPECT_TRUE(resp.allowed);
+  EXPECT_FALSE(resp.patch.has_value());  // the half-done edit is not sent
+  ASSERT_EQ(resp.warnings.size(), 1u);
+  EXPECT_THAT(resp.warnings[0], HasSubstr("unknown exception"));
+  EXPECT_EQ(fail_open.count(), 1);
+}
+
+TEST(PodMutatingHandlerFailOpenTest, WithoutFailOpenInfrastructureErrorsDeny) {
+  auto handler = FailOpenChain(
+      std::make_unique<FailingMutator>(absl::UnavailableError("API server timed out")), nullptr);
+  AdmissionResponse resp = handler->Handle(CreatePodRequest(PodOwnedBy("", "", false)));
+  EXPECT_FALSE(resp.allowed);
+  EXPECT_EQ(resp.result.code, 500);
+}
+
+TEST(ServeAdmissionFailOpenTest, AnyExceptionAllowsOnIgnorePathsAndDeniesElsewhere) {
+  FuncHandler throws([](const AdmissionRequest&) -> AdmissionResponse { throw 42; });
+  const std::string review = Json::parse(R"({
+    "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+    "request": {"uid": "u1", "operation": "DELETE", "namespace": "default", "name": "p"}})")
+                                 .dump();
+  FailOpen fail_open({});
+  HttpReply open = ServeAdmission(throws, review, "/validate-pod", &fail_open);
+  ASSERT_EQ(open.status, 200);
+  Json out = Json::parse(open.body);
+  EXPECT_EQ(out["response"]["allowed"], true);
+  EXPECT_THAT(out["response"]["warnings"][0].get<std::string>(), HasSubstr("unknown exception"));
+  EXPECT_EQ(fail_open.count(), 1);
+  HttpReply closed = ServeAdmission(throws, review);
+  ASSERT_EQ(closed.status, 200);
+  out = Json::parse(closed.body);
+  EXPECT_EQ(out["response"]["allowed"], false);
+  EXPECT_EQ(out["response"]["status"]["code"], 500);
+}
+
 }  // namespace kruise::manager::webhook

@@ -16,6 +16,9 @@
 #include "gtest/gtest.h"
 #include "kube/object.h"
 #include "kube/rest_client.h"
+#include "manager/webhook/fail_open.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "test/fakes/apiserver/fake_apiserver.h"
 #include "test/fakes/fake_clock.h"
 
@@ -326,7 +329,75 @@ TEST_F(WorkloadSpreadInjectorTest, RacingCreatesNeverOverfillASubset) {
   }
 }
 
-TEST_F(WorkloadSpreadInjectorTest, FailedWriteDeniesThePod) {
+// Issue 33: /mutate-pod is failurePolicy Ignore, so with a FailOpen a failed record lets the pod
+// through unspread, with a warning, a Warning event on the WorkloadSpread and the counter.
+class WorkloadSpreadFailOpenTest : public WorkloadSpreadInjectorTest {
+ protected:
+  void SetUp() override {
+    WorkloadSpreadInjectorTest::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
+    fail_open_ = std::make_unique<webhook::FailOpen>(webhook::FailOpen::Options{
+        .metrics = &metrics_,
+        .event = [this](const Json& object, const std::string& reason, const std::string&) {
+          events_.push_back(object);
+          reasons_.push_back(reason);
+        }});
+    std::vector<std::unique_ptr<webhook::PodMutator>> chain;
+    chain.push_back(std::make_unique<WorkloadSpreadInjector>(
+        &cache_, client_.get(), &clock_, [this] { return absl::StrCat("uid-", ++uids_); },
+        fail_open_.get()));
+    webhook::PodMutatingHandler::Options o;
+    o.fail_open = fail_open_.get();
+    handler_ = std::make_unique<webhook::PodMutatingHandler>(std::move(chain), o);
+  }
+  std::string Metrics() { return prometheus::TextSerializer().Serialize(metrics_.Collect()); }
+
+  prometheus::Registry metrics_;
+  std::vector<Json> events_;
+  std::vector<std::string> reasons_;
+  std::unique_ptr<webhook::FailOpen> fail_open_;
+};
+
+TEST_F(WorkloadSpreadFailOpenTest, FailedWriteAllowsThePodUnspread) {
+  Seed(Spread());
+  testing::FakeFailure failure;
+  failure.method = "PATCH";
+  failure.path_substring = "workloadspreads";
+  failure.http_code = 500;
+  server_->FailNext(failure);
+  auto r = handler_->Handle(Create(Pod("web-0")));
+  EXPECT_TRUE(r.allowed) << r.result.message;
+  EXPECT_FALSE(r.patch.has_value());  // unspread: no subset injected
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("workloadspread: pod admitted without a subset"));
+  EXPECT_THAT(r.warnings[0], HasSubstr("WorkloadSpread ws"));
+  EXPECT_EQ(StoredSubset("a")["missingReplicas"], 2);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0]["kind"], "WorkloadSpread");
+  EXPECT_EQ(events_[0]["metadata"]["name"], "ws");
+  EXPECT_EQ(events_[0]["metadata"]["namespace"], kNs);
+  EXPECT_EQ(reasons_[0], webhook::FailOpen::kReason);
+  EXPECT_THAT(Metrics(), HasSubstr("kruise_webhook_infrastructure_failures_total{handler="
+                                   "\"workloadspread\",path=\"/mutate-pod\"} 1"));
+}
+
+TEST_F(WorkloadSpreadFailOpenTest, ConflictsPastTheRetriesAllowThePodUnspread) {
+  Seed(Spread());
+  testing::FakeFailure conflict;
+  conflict.method = "PATCH";
+  conflict.path_substring = "workloadspreads";
+  conflict.http_code = 409;
+  conflict.count = 100;
+  server_->FailNext(conflict);
+  auto r = handler_->Handle(Create(Pod("web-0")));
+  EXPECT_TRUE(r.allowed) << r.result.message;
+  EXPECT_FALSE(r.patch.has_value());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("changed too often"));
+  EXPECT_EQ(fail_open_->count(), 1);
+}
+
+TEST_F(WorkloadSpreadInjectorTest, WithoutFailOpenAFailedWriteDeniesThePod) {
   Seed(Spread());
   testing::FakeFailure failure;
   failure.method = "PATCH";
@@ -590,6 +661,32 @@ TEST_F(WorkloadSpreadDeletionRecorderTest, FailedWriteStillAllowsTheDeletion) {
   server_->FailNext(failure);
   EXPECT_TRUE(recorder_->Handle(Delete(Placed("web-0"))).allowed);
   EXPECT_THAT(Deleting(), IsEmpty());
+}
+
+TEST_F(WorkloadSpreadDeletionRecorderTest, FailedWriteWarnsAndRecordsAnEventWithFailOpen) {
+  prometheus::Registry metrics;
+  std::vector<Json> events;
+  webhook::FailOpen fail_open({.metrics = &metrics,
+                               .event = [&](const Json& object, const std::string&,
+                                            const std::string&) { events.push_back(object); }});
+  auto recorder = std::make_shared<WorkloadSpreadDeletionRecorder>(
+      &cache_, client_.get(), reader_.get(), &clock_, &fail_open);
+  testing::FakeFailure failure;
+  failure.method = "PATCH";
+  failure.path_substring = "workloadspreads";
+  failure.http_code = 500;
+  server_->FailNext(failure);
+  auto r = recorder->Handle(Delete(Placed("web-0")));
+  EXPECT_TRUE(r.allowed);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("deletion is not recorded"));
+  EXPECT_THAT(Deleting(), IsEmpty());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["kind"], "WorkloadSpread");
+  EXPECT_EQ(events[0]["metadata"]["name"], "ws");
+  EXPECT_THAT(prometheus::TextSerializer().Serialize(metrics.Collect()),
+              HasSubstr("kruise_webhook_infrastructure_failures_total{handler="
+                        "\"workloadspread\",path=\"/validate-pod\"} 1"));
 }
 
 TEST_F(WorkloadSpreadDeletionRecorderTest, ChainedAfterADenialRecordsNothing) {
