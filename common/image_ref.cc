@@ -235,8 +235,10 @@ std::string ImageReference::Familiar() const {
   std::string out;
   if (registry == kDefaultRegistry) {
     absl::string_view repo = repository;
+    // "library/<64 hex>" keeps its "library/": the bare name would read as an image id.
     if (absl::StartsWith(repo, kOfficialPrefix) &&
-        repo.substr(kOfficialPrefix.size()).find('/') == absl::string_view::npos) {
+        repo.substr(kOfficialPrefix.size()).find('/') == absl::string_view::npos &&
+        !Is64Hex(repo.substr(kOfficialPrefix.size()))) {
       repo.remove_prefix(kOfficialPrefix.size());
     }
     // "docker.io/localhost/app" or "docker.io/a.b/app" without its registry would read as the

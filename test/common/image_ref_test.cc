@@ -160,6 +160,12 @@ TEST(ImageRefTest, FamiliarParsesBackToTheSameImage) {
   EXPECT_EQ(ParseImageReference("docker.io/localhost/app:1")->Familiar(),
             "docker.io/localhost/app:1");
   EXPECT_EQ(ParseImageReference("docker.io/team/app")->Familiar(), "team/app:latest");
+  // "library/<64 hex>" is a repository; the bare hex string would be an image id.
+  const std::string hex(64, 'f');
+  auto official = ParseImageReference("library/" + hex);
+  ASSERT_TRUE(official.ok()) << official.status();
+  EXPECT_EQ(official->Familiar(), "library/" + hex + ":latest");
+  EXPECT_EQ(*ParseImageReference(official->Familiar()), *official);
 }
 
 TEST(ImageRefTest, TagWithDigestNotDefaulted) {
