@@ -211,6 +211,13 @@ bool Is64Hex(absl::string_view s) {
   return true;
 }
 
+// The first component of a name is its registry when it has '.' or ':', is "localhost", is a
+// bracketed IPv6 address or has uppercase letters (which a repository path cannot).
+bool LooksLikeRegistry(absl::string_view first) {
+  return absl::StrContains(first, '.') || absl::StrContains(first, ':') || first == "localhost" ||
+         absl::StartsWith(first, "[") || absl::AsciiStrToLower(first) != first;
+}
+
 }  // namespace
 
 std::string ImageReference::RepositoryWithRegistry() const {
@@ -228,11 +235,19 @@ std::string ImageReference::Familiar() const {
   std::string out;
   if (registry == kDefaultRegistry) {
     absl::string_view repo = repository;
+    // "library/<64 hex>" keeps its "library/": the bare name would read as an image id.
     if (absl::StartsWith(repo, kOfficialPrefix) &&
-        repo.substr(kOfficialPrefix.size()).find('/') == absl::string_view::npos) {
+        repo.substr(kOfficialPrefix.size()).find('/') == absl::string_view::npos &&
+        !Is64Hex(repo.substr(kOfficialPrefix.size()))) {
       repo.remove_prefix(kOfficialPrefix.size());
     }
-    out = std::string(repo);
+    // "docker.io/localhost/app" or "docker.io/a.b/app" without its registry would read as the
+    // registry "localhost" or "a.b": keep "docker.io/" so the short form names the same image
+    // (Docker's FamiliarString drops it anyway; found by test/fuzz/image_reference.cc).
+    const size_t slash = repo.find('/');
+    out = slash != absl::string_view::npos && LooksLikeRegistry(repo.substr(0, slash))
+              ? RepositoryWithRegistry()
+              : std::string(repo);
   } else {
     out = RepositoryWithRegistry();
   }
@@ -278,16 +293,13 @@ absl::StatusOr<ImageReference> ParseImageReference(absl::string_view ref) {
     return Invalid(ref, "empty repository name");
   }
 
-  // Registry: the first component when it looks like a host (has '.' or ':', is "localhost" or
-  // has uppercase letters, which a repository path cannot).
+  // Registry: the first component when it looks like a host (LooksLikeRegistry).
   absl::string_view path = rest;
   out.registry = std::string(kDefaultRegistry);
   size_t slash = rest.find('/');
   if (slash != absl::string_view::npos) {
     absl::string_view first = rest.substr(0, slash);
-    bool has_upper = absl::AsciiStrToLower(first) != first;
-    if (absl::StrContains(first, '.') || absl::StrContains(first, ':') || first == "localhost" ||
-        absl::StartsWith(first, "[") || has_upper) {
+    if (LooksLikeRegistry(first)) {
       if (absl::Status st = ValidateRegistry(ref, first); !st.ok()) return st;
       out.registry = std::string(first);
       path = rest.substr(slash + 1);

@@ -25,7 +25,9 @@ struct ImageReference {
 
   // registry/repository[:tag][@digest]
   std::string Normalized() const;
-  // Docker's short form: drops "docker.io/" and "library/" (for docker.io), keeps tag/digest.
+  // Docker's short form: drops "docker.io/" and "library/" (for docker.io), keeps tag/digest;
+  // keeps "docker.io/" when the rest would read as another registry ("docker.io/localhost/x") and
+  // "library/" before a 64-hex name (an image id alone), so it parses back to the same reference.
   std::string Familiar() const;
   // registry/repository
   std::string RepositoryWithRegistry() const;

@@ -15,7 +15,6 @@ namespace {
 
 namespace content = ::containerd::services::content::v1;
 
-constexpr absl::string_view kUnixScheme = "unix://";
 // Version the client announces in VersionRequest (the CRI API it speaks).
 constexpr char kClientApiVersion[] = "v1";
 
@@ -53,26 +52,6 @@ absl::StatusOr<Resp> Invoke(Stub* stub,
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> SocketPathFromEndpoint(absl::string_view endpoint) {
-  if (endpoint.empty()) {
-    return absl::InvalidArgumentError("empty CRI endpoint");
-  }
-  absl::string_view path = endpoint;
-  if (absl::StartsWith(endpoint, kUnixScheme)) {
-    path = endpoint.substr(kUnixScheme.size());
-  } else if (absl::StartsWith(endpoint, "unix:")) {
-    path = endpoint.substr(5);
-  } else if (endpoint.find("://") != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CRI endpoint \"", endpoint, "\": only unix sockets are supported (unix:///path)"));
-  }
-  if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CRI endpoint \"", endpoint, "\": socket path must be absolute"));
-  }
-  return std::string(path);
-}
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DialCri(absl::string_view endpoint,
                                                        const GrpcCriOptions& options) {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "cri/content_status.h"
+#include "cri/endpoint.h"
 #include "cri/image_service.h"
 #include "cri/runtime_service.h"
 
@@ -42,11 +43,6 @@ struct GrpcCriOptions {
   // containerd namespace ConnectCri gives its GrpcContentService (CRI images live in "k8s.io").
   std::string containerd_namespace = "k8s.io";
 };
-
-// Normalises a CRI endpoint: "unix:///run/x.sock", "unix:/run/x.sock" or a bare absolute path
-// "/run/x.sock" → the socket path "/run/x.sock". INVALID_ARGUMENT for other schemes
-// ("tcp://", "npipe://"), relative paths and empty input.
-absl::StatusOr<std::string> SocketPathFromEndpoint(absl::string_view endpoint);
 
 // Creates a channel to the unix socket named by `endpoint` (see SocketPathFromEndpoint), with
 // the receive limit of `options`. Does not connect.

@@ -233,9 +233,18 @@ absl::StatusOr<int> GetScaledValueFromIntOrPercent(const Json& v, int total, boo
     return absl::InvalidArgumentError(
         absl::StrCat("invalid value for IntOrString: \"", s, "\" is not a percentage"));
   }
-  // Same arithmetic as Kubernetes (float64, then ceil/floor).
+  // Same arithmetic as Kubernetes (float64, then ceil/floor). Go's int is 64 bits; ours is 32, so
+  // a result out of its range ("2147483647%" of 1000) saturates rather than overflowing the
+  // conversion, which is undefined behaviour (found by test/fuzz/kube_time.cc).
   const double scaled = static_cast<double>(percent) * static_cast<double>(total) / 100;
-  return static_cast<int>(round_up ? std::ceil(scaled) : std::floor(scaled));
+  const double rounded = round_up ? std::ceil(scaled) : std::floor(scaled);
+  if (rounded >= static_cast<double>(std::numeric_limits<int>::max())) {
+    return std::numeric_limits<int>::max();
+  }
+  if (rounded <= static_cast<double>(std::numeric_limits<int>::min())) {
+    return std::numeric_limits<int>::min();
+  }
+  return static_cast<int>(rounded);
 }
 
 // ---- Label selectors

@@ -96,8 +96,8 @@ std::string FormatRfc3339Nano(absl::Time t);
 // ---------------------------------------------------------------------------------
 
 // Kubernetes' GetScaledValueFromIntOrPercent: an integer is returned as is; "N%" gives
-// N * total / 100 rounded up (ceil) or down (floor). Anything else (null, "5", "abc%", 1.5) is
-// kInvalidArgument.
+// N * total / 100 rounded up (ceil) or down (floor), saturated to int's range. Anything else
+// (null, "5", "abc%", 1.5) is kInvalidArgument.
 absl::StatusOr<int> GetScaledValueFromIntOrPercent(const Json& int_or_percent, int total,
                                                    bool round_up);
 

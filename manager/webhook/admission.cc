@@ -169,7 +169,9 @@ AdmissionResponse PatchResponse(const Json& original, const Json& mutated) {
 namespace {
 
 // simdjson's DOM -> nlohmann::json. simdjson finds the structure of a review several times faster
-// than nlohmann's character-at-a-time lexer, which was the largest cost of an admission.
+// than nlohmann's character-at-a-time lexer, which was the largest cost of an admission. A key
+// that appears twice keeps its last value, as in Go's encoding/json and nlohmann's parser (the
+// first one used to win; found by test/fuzz/admission_review.cc).
 Json ToJson(simdjson::dom::element e, bool is_object_root = false);
 
 Json ObjectToJson(simdjson::dom::object obj, bool is_object_root) {
@@ -182,12 +184,12 @@ Json ObjectToJson(simdjson::dom::object obj, bool is_object_root) {
       Json meta = Json::object();
       for (auto mf : simdjson::dom::object(field.value)) {
         if (mf.key == "managedFields") continue;
-        meta.emplace(std::string(mf.key), ToJson(mf.value));
+        meta[std::string(mf.key)] = ToJson(mf.value);
       }
-      out.emplace(std::move(key), std::move(meta));
+      out[std::move(key)] = std::move(meta);
       continue;
     }
-    out.emplace(std::move(key), ToJson(field.value));
+    out[std::move(key)] = ToJson(field.value);
   }
   return out;
 }
@@ -217,6 +219,44 @@ Json ToJson(simdjson::dom::element e, bool is_object_root) {
   return Json(nullptr);
 }
 
+// simdjson (3.0) rejects integers beyond 64 bits, which the API server does send: Go's
+// encoding/json prints a large float64 of a free-form field (a CRD's preserved unknown fields)
+// without an exponent, 1e20 as 100000000000000000000. Such a body is read with nlohmann, which
+// makes them doubles as Go does, with the same depth limit and managedFields left out (found by
+// test/fuzz/admission_review.cc).
+absl::StatusOr<AdmissionRequest> DecodeWithNlohmann(absl::string_view body) {
+  constexpr int kMaxDepth = 1024;  // simdjson's default
+  // nlohmann's lexer ends the input at a NUL byte, which JSON never has unescaped.
+  if (body.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError("request body is not valid JSON: a NUL byte");
+  }
+  bool too_deep = false;
+  Json review = Json::parse(
+      body.begin(), body.end(),
+      [&too_deep](int depth, Json::parse_event_t, Json&) {
+        too_deep = too_deep || depth > kMaxDepth;
+        return !too_deep;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) {
+    return absl::InvalidArgumentError(
+        "request body is not valid JSON: The JSON document was too deep (too many nested objects "
+        "and arrays)");
+  }
+  if (review.is_discarded()) {
+    return absl::InvalidArgumentError(
+        "request body is not valid JSON: Problem while parsing a number");
+  }
+  if (auto r = review.find("request"); review.is_object() && r != review.end() && r->is_object()) {
+    for (const char* key : {"object", "oldObject"}) {
+      auto o = r->find(key);
+      if (o == r->end() || !o->is_object()) continue;
+      if (auto m = o->find("metadata"); m != o->end() && m->is_object()) m->erase("managedFields");
+    }
+  }
+  return DecodeAdmissionReviewJson(std::move(review));
+}
+
 }  // namespace
 
 absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
@@ -228,6 +268,7 @@ absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
   simdjson::dom::parser& parser = body.size() <= kReusedParserMax ? reused : large;
   simdjson::dom::element doc;
   if (auto error = parser.parse(body.data(), body.size()).get(doc); error != simdjson::SUCCESS) {
+    if (error == simdjson::NUMBER_ERROR) return DecodeWithNlohmann(body);
     return absl::InvalidArgumentError(
         absl::StrCat("request body is not valid JSON: ", simdjson::error_message(error)));
   }
@@ -240,11 +281,11 @@ absl::StatusOr<AdmissionRequest> DecodeAdmissionReview(absl::string_view body) {
         Json request = Json::object();
         for (auto rf : simdjson::dom::object(field.value)) {
           const bool object_root = rf.key == "object" || rf.key == "oldObject";
-          request.emplace(std::string(rf.key), ToJson(rf.value, object_root));
+          request[std::string(rf.key)] = ToJson(rf.value, object_root);
         }
-        review.emplace(std::move(key), std::move(request));
+        review[std::move(key)] = std::move(request);
       } else {
-        review.emplace(std::move(key), ToJson(field.value));
+        review[std::move(key)] = ToJson(field.value);
       }
     }
   } else {

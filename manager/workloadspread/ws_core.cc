@@ -1156,14 +1156,20 @@ absl::StatusOr<Json> PlanSubsetInjection(const Json& pod, const WorkloadSpread& 
   }
   if (!pod.is_object()) return absl::InvalidArgumentError("the pod is not a JSON object");
   // The part of the pod the injection can touch: under metadata and spec, the members it
-  // extends and those the patch names; any other top-level member the patch names, whole.
+  // extends and those the patch names; any other top-level member the patch names, whole. A
+  // "$patch": "replace" drops what it does not name, so it takes the whole of what it replaces
+  // (the pod, or metadata or spec; found by test/fuzz/ws_strategic_merge.cc).
   std::map<std::string, std::set<std::string>> touched = {{"metadata", {"annotations"}},
                                                           {"spec", {"tolerations", "affinity"}}};
+  const auto replaces = [](const Json& v) { return v.is_object() && v.contains("$patch"); };
+  if (replaces(s->patch)) {
+    for (const auto& [k, v] : pod.items()) touched[k].insert("*");
+  }
   if (s->patch.is_object()) {
     for (const auto& [k, v] : s->patch.items()) {
       if (ws_impl::IsDirective(k)) continue;
       auto& keys = touched[k];
-      if (v.is_object() && (k == "metadata" || k == "spec")) {
+      if (v.is_object() && (k == "metadata" || k == "spec") && !replaces(v)) {
         for (const auto& [m, unused] : v.items()) keys.insert(m);
       } else {
         keys.insert("*");  // the whole member

@@ -145,6 +145,29 @@ TEST(ImageRefTest, FamiliarKeepsLibraryForNonDockerHub) {
   EXPECT_EQ(ref->Familiar(), "quay.io/library/busybox:1");
 }
 
+// Found by test/fuzz/image_reference.cc: a Docker Hub repository whose first component looks like
+// a registry lost its "docker.io/" and named another registry's image.
+TEST(ImageRefTest, FamiliarParsesBackToTheSameImage) {
+  for (const char* input :
+       {"docker.io/localhost/app:1", "docker.io/a.b/app", "docker.io/a.b.c/d/e:t",
+        "index.docker.io/library/busybox", "docker.io/team/app"}) {
+    auto ref = ParseImageReference(input);
+    ASSERT_TRUE(ref.ok()) << input << ": " << ref.status();
+    auto again = ParseImageReference(ref->Familiar());
+    ASSERT_TRUE(again.ok()) << ref->Familiar() << ": " << again.status();
+    EXPECT_EQ(*again, *ref) << input << " -> " << ref->Familiar();
+  }
+  EXPECT_EQ(ParseImageReference("docker.io/localhost/app:1")->Familiar(),
+            "docker.io/localhost/app:1");
+  EXPECT_EQ(ParseImageReference("docker.io/team/app")->Familiar(), "team/app:latest");
+  // "library/<64 hex>" is a repository; the bare hex string would be an image id.
+  const std::string hex(64, 'f');
+  auto official = ParseImageReference("library/" + hex);
+  ASSERT_TRUE(official.ok()) << official.status();
+  EXPECT_EQ(official->Familiar(), "library/" + hex + ":latest");
+  EXPECT_EQ(*ParseImageReference(official->Familiar()), *official);
+}
+
 TEST(ImageRefTest, TagWithDigestNotDefaulted) {
   auto ref = ParseImageReference("busybox@" + kDigest);
   ASSERT_TRUE(ref.ok()) << ref.status();

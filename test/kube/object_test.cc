@@ -1,5 +1,7 @@
 #include "kube/object.h"
 
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kube/resources.h"
@@ -124,6 +126,21 @@ TEST(IntOrStringTest, InvalidValues) {
     absl::StatusOr<int> got = GetScaledValueFromIntOrPercent(bad, 10, true);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << bad.dump();
   }
+}
+
+// Found by test/fuzz/kube_time.cc: "2147483647%" of 1000 is 2.1e10, whose conversion to int was
+// undefined behaviour (UBSan's float-cast-overflow; INT_MIN on x86). Saturates instead.
+TEST(IntOrStringTest, PercentBeyondIntRangeSaturates) {
+  EXPECT_EQ(*GetScaledValueFromIntOrPercent(Json("2147483647%"), 1000, true),
+            std::numeric_limits<int>::max());
+  EXPECT_EQ(*GetScaledValueFromIntOrPercent(Json("2147483647%"), 1000, false),
+            std::numeric_limits<int>::max());
+  EXPECT_EQ(*GetScaledValueFromIntOrPercent(Json("-2147483648%"), 1000, true),
+            std::numeric_limits<int>::min());
+  EXPECT_EQ(*GetScaledValueFromIntOrPercent(Json("2147483647%"), 100, true),
+            std::numeric_limits<int>::max());
+  EXPECT_EQ(*GetScaledValueFromIntOrPercent(Json("100%"), std::numeric_limits<int>::max(), true),
+            std::numeric_limits<int>::max());
 }
 
 // ---- Times ----

@@ -119,6 +119,53 @@ TEST(AdmissionDecodeTest, KeepsEveryValueExceptManagedFieldsOfTheObjects) {
   EXPECT_EQ(req->object["metadata"]["name"], "p\xc3\xa9-0");  // the escape, decoded to UTF-8
 }
 
+// Found by test/fuzz/admission_review.cc: simdjson rejects integers beyond 64 bits, which the API
+// server writes for a large float64 (Go prints 1e20 as 100000000000000000000), so such a review
+// was answered 400. They decode as doubles, as nlohmann and Go read them.
+TEST(AdmissionDecodeTest, IntegersBeyond64BitsAreDoubles) {
+  const std::string body =
+      R"({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-1", "operation": "CREATE",
+        "object": {"metadata": {"name": "ws", "managedFields": [{"manager": "kubectl"}]},
+                   "spec": {"big": 100000000000000000000, "small": -9223372036854775809,
+                            "fits": 18446744073709551615}}}})";
+  auto req = DecodeAdmissionReview(body);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->uid, "u-1");
+  EXPECT_EQ(req->object["spec"]["big"], Json(1e20));
+  EXPECT_TRUE(req->object["spec"]["big"].is_number_float());
+  EXPECT_EQ(req->object["spec"]["small"], Json(-9223372036854775809.0));
+  EXPECT_EQ(req->object["spec"]["fits"].get<uint64_t>(), 18446744073709551615ull);
+  EXPECT_FALSE(req->object["metadata"].contains("managedFields"));
+  // Still refused: a number out of double's range, trailing bytes after a NUL, too deep.
+  const std::string head = R"({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",)"
+                           R"( "request": {"uid": "u", "object": {"x": )";
+  const std::vector<std::string> refused = {
+      head + "1e999}}}",
+      head + "100000000000000000000}}}" + std::string(1, '\0') + "junk",
+      head + "100000000000000000000, \"deep\": " + std::string(2000, '[') + std::string(2000, ']') +
+          "}}}",
+  };
+  ASSERT_TRUE(DecodeAdmissionReview(head + "1}}}").ok());
+  for (const std::string& bad : refused) {
+    EXPECT_EQ(DecodeAdmissionReview(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.substr(0, 120);
+  }
+}
+
+// Found by test/fuzz/admission_review.cc: with a key given twice the first value won, where Go's
+// encoding/json and nlohmann (every other JSON we read) keep the last.
+TEST(AdmissionDecodeTest, RepeatedKeyKeepsTheLastValue) {
+  auto req = DecodeAdmissionReview(R"({"apiVersion": "admission.k8s.io/v1beta1",
+      "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {
+      "uid": "first", "uid": "second", "operation": "CREATE",
+      "object": {"metadata": {"name": "a", "name": "b"}, "metadata": {"name": "c"}, "x": 1, "x": 2}}})");
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->api_version, "admission.k8s.io/v1");
+  EXPECT_EQ(req->uid, "second");
+  EXPECT_EQ(req->object, Json::parse(R"({"metadata": {"name": "c"}, "x": 2})"));
+}
+
 TEST(AdmissionEncodeTest, EchoesVersionUidAndStatus) {
   AdmissionRequest req;
   req.api_version = "admission.k8s.io/v1beta1";

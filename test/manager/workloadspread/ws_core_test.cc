@@ -667,6 +667,32 @@ TEST(WorkloadSpreadInjectionTest, BarePodsAndSubsetsWithoutTerms) {
   EXPECT_EQ((*ops)[0]["path"], "/metadata/annotations");
 }
 
+// Found by test/fuzz/ws_strategic_merge.cc: the operations were planned against the members the
+// patch names, so a "$patch": "replace" of spec (or metadata, or the pod) left the members it
+// drops in place, unlike the strategic merge of the whole pod.
+TEST(WorkloadSpreadInjectionTest, ReplaceDirectiveDropsWhatThePatchDoesNotName) {
+  const Json pod = Pod("p", "", R"({"metadata": {"labels": {"app": "web"}},
+      "spec": {"containers": [{"name": "main", "image": "x"}], "nodeName": "n1"},
+      "status": {"phase": "Pending"}})");
+  for (const char* patch : {R"({"spec": {"$patch": "replace", "nodeSelector": {"zone": "a"}}})",
+                            R"({"metadata": {"$patch": "replace", "labels": {"only": "this"}}})",
+                            R"({"$patch": "replace", "spec": {"nodeSelector": {"zone": "a"}}})"}) {
+    WorkloadSpread ws;
+    ws.name = "ws";
+    Subset subset;
+    subset.name = "a";
+    subset.patch = Json::parse(patch);
+    ws.subsets.push_back(subset);
+    absl::StatusOr<Json> ops = PlanSubsetInjection(pod, ws, "a", "");
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    Json want = pod;
+    ASSERT_TRUE(StrategicMergePod(&want, subset.patch).ok()) << patch;
+    want["metadata"]["annotations"][kMatchedWorkloadSpreadAnnotation] =
+        R"({"name":"ws","subset":"a"})";
+    EXPECT_EQ(Apply(pod, *ops), want) << patch << "\n" << ops->dump(1);
+  }
+}
+
 TEST(WorkloadSpreadInjectionTest, Errors) {
   const WorkloadSpread ws = MustParse(Abc());
   EXPECT_EQ(PlanSubsetInjection(Pod("p"), ws, "nope", "").status().code(),
