@@ -11,8 +11,9 @@
 #      pods for a CloneSet that needed 11 in this scenario, 12 alive at once);
 #   3. the same for an Advanced DaemonSet's rolling update (Standard, maxUnavailable 1) of its pod
 #      on this node: frozen before the template change, the successor recreates the pod once, the
-#      thawed replica exits; one new pod, never two live pods on the node.
-# Prints the take-over times (SIGSTOP -> the other replica holds the Lease).
+#      thawed replica exits; one new pod, never two live pods on the node;
+#   4. the leader killed (SIGKILL): the other replica takes over and scales the CloneSet.
+# Prints the take-over times (SIGSTOP or SIGKILL -> the other replica holds the Lease).
 #
 # Everything it creates is deleted again, also on failure (namespace, managers, webhook
 # configurations, RBAC, certificate Secret, Lease); CRDs and the kruise namespaces are left.
@@ -213,6 +214,19 @@ read -r created max_live with_image < <(watch_stats "$WORK/watch3.json" 1 "$NEW_
 [ "$max_live" -le 1 ] || die "$max_live pods of frd lived at once on $NODE"
 step_done "frozen $OLD -> $LEADER took the Lease in $(secs "$TAKEOVER_MS")s; 1 pod recreated, at most $max_live alive; thawed $OLD exited after $(secs "$EXIT_MS")s with $REFUSED refused write(s)"
 
+FROZEN2_TAKEOVER_MS=$TAKEOVER_MS
+
+# --- 4 -------------------------------------------------------------------------------------------
+step 4 "a killed leader (SIGKILL): the other replica takes over and scales frz 5 -> 6"
+restart_replicas
+kill_leader "killed leader"
+KILLED_TAKEOVER_MS=$TAKEOVER_MS
+point_webhooks_at "$LEADER"
+k -n "$NS" patch clonesets.apps.kruise.io frz --type merge -p '{"spec":{"replicas":6}}' >/dev/null ||
+  die "scaling frz to 6"
+wait_for 120 "6 Ready pods of frz, made by replica $LEADER" cs_ready frz 6
+step_done "killed $OLD -> $LEADER took the Lease in $(secs "$KILLED_TAKEOVER_MS")s and scaled frz"
+
 k -n "$NS" delete daemonsets.apps.kruise.io frd clonesets.apps.kruise.io frz --wait=false >/dev/null 2>&1
-say "all steps passed (take-over of a frozen leader: $(secs "$FROZEN_TAKEOVER_MS")s and $(secs "$TAKEOVER_MS")s):"
+say "all steps passed (take-over of a frozen leader: $(secs "$FROZEN_TAKEOVER_MS")s and $(secs "$FROZEN2_TAKEOVER_MS")s; of a killed one: $(secs "$KILLED_TAKEOVER_MS")s):"
 for r in "${RESULTS[@]}"; do echo "  $r"; done
