@@ -21,6 +21,8 @@
 # Environment: KRUISE_KUBE_LOCAL_ENV, KRUISE_E2E_KEEP_WORK=1, KRUISE_E2E_LEADER_PORT_BASE (default
 # 16560; base..base+5: webhook, health, metrics of replicas a and b).
 set -uo pipefail
+# `... | apply_stdin`: its die ends the test at once, not a subshell.
+shopt -s lastpipe
 
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../../.." && pwd)
 # shellcheck source=../lib.sh
@@ -30,7 +32,8 @@ NODE=$KUBE_LOCAL_NODE_NAME
 
 # A frozen replica left behind by a failed run must not stay stopped (its pid is in PIDS too).
 thaw_all() { local r; for r in a b; do [ -n "${MPID[$r]:-}" ] && kill -CONT "${MPID[$r]}" 2>/dev/null; done; true; }
-trap 'thaw_all; manager_e2e_exit 25 - show_status clonesets.apps.kruise.io 20' EXIT
+# manager_e2e_exit reads the exit status from $?: keep it across thaw_all.
+trap 'rc=$?; thaw_all; (exit "$rc"); manager_e2e_exit 25 - show_status clonesets.apps.kruise.io 20' EXIT
 
 # --- helpers -------------------------------------------------------------------------------------
 # gone PID: the process has exited (a zombie of this shell counts).
@@ -186,7 +189,7 @@ spec:
   updateStrategy:
     type: RollingUpdate
     rollingUpdate:
-      type: Standard
+      rollingUpdateType: Standard
       maxUnavailable: 1
 YAML
 ads_json() { k -n "$NS" get daemonsets.apps.kruise.io frd -o json 2>/dev/null; }
